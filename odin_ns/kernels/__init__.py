@@ -1,0 +1,51 @@
+"""GPU kernels of the Odin runtime (Triton, with a plain-torch fallback).
+
+Every function dispatches per call: Triton for CUDA tensors (or CPU tensors under ``TRITON_INTERPRET=1``), torch
+otherwise. Force one with ``backend="triton"|"torch"`` or the ``ODIN_KERNELS`` env var. See docs/kernels.md.
+"""
+
+from odin_ns.kernels.adam import selective_adam_step
+from odin_ns.kernels.bitmap import (
+    BITS_PER_WORD,
+    bitmap_and,
+    bitmap_and_count,
+    bitmap_andnot,
+    bitmap_count,
+    bitmap_indices,
+    bitmap_or,
+    bitmap_to_mask,
+    check_bitmap,
+    num_words,
+    overlap_ratio,
+    pack_bitmap,
+)
+from odin_ns.kernels.compaction import (
+    gather_rows,
+    gather_rows_packed,
+    packed_width,
+    scatter_rows,
+    scatter_rows_packed,
+)
+from odin_ns.kernels.dispatch import resolve_backend
+
+__all__ = [
+    "BITS_PER_WORD",
+    "bitmap_and",
+    "bitmap_and_count",
+    "bitmap_andnot",
+    "bitmap_count",
+    "bitmap_indices",
+    "bitmap_or",
+    "bitmap_to_mask",
+    "check_bitmap",
+    "gather_rows",
+    "gather_rows_packed",
+    "num_words",
+    "overlap_ratio",
+    "pack_bitmap",
+    "packed_width",
+    "resolve_backend",
+    "scatter_rows",
+    "scatter_rows_packed",
+    "selective_adam_step",
+]

@@ -1,0 +1,61 @@
+"""Method specifications registered on nerfstudio's ``nerfstudio.method_configs`` entry-point group."""
+
+from __future__ import annotations
+
+from nerfstudio.configs.base_config import ViewerConfig
+from nerfstudio.engine.optimizers import AdamOptimizerConfig
+from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
+from nerfstudio.pipelines.base_pipeline import VanillaPipelineConfig
+from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanagerConfig
+from nerfstudio.plugins.types import MethodSpecification
+
+from odin_ns.data.dataparser import OdinDataParserConfig
+from odin_ns.model import OdinSplatfactoModelConfig
+from odin_ns.trainer import OdinTrainerConfig
+
+METHOD_NAME = "odin-splatfacto"
+
+
+def gaussian_optimizers(max_steps: int) -> dict:
+    """splatfacto's per-group learning rates and schedules."""
+
+    def adam(lr: float) -> AdamOptimizerConfig:
+        return AdamOptimizerConfig(lr=lr, eps=1e-15)
+
+    return {
+        "means": {"optimizer": adam(1.6e-4), "scheduler": ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=max_steps)},
+        "features_dc": {"optimizer": adam(0.0025), "scheduler": None},
+        "features_rest": {"optimizer": adam(0.0025 / 20), "scheduler": None},
+        "opacities": {"optimizer": adam(0.05), "scheduler": None},
+        "scales": {"optimizer": adam(0.005), "scheduler": None},
+        "quats": {"optimizer": adam(0.001), "scheduler": None},
+        "camera_opt": {
+            "optimizer": adam(1e-4),
+            "scheduler": ExponentialDecaySchedulerConfig(lr_final=5e-7, max_steps=max_steps, warmup_steps=1000, lr_pre_warmup=0),
+        },
+        "bilateral_grid": {
+            "optimizer": adam(2e-3),
+            "scheduler": ExponentialDecaySchedulerConfig(lr_final=1e-4, max_steps=max_steps, warmup_steps=1000, lr_pre_warmup=0),
+        },
+    }
+
+
+odin_splatfacto = MethodSpecification(
+    config=OdinTrainerConfig(
+        method_name=METHOD_NAME,
+        steps_per_eval_image=100,
+        steps_per_eval_batch=0,
+        steps_per_save=2000,
+        steps_per_eval_all_images=1000,
+        max_num_iterations=30000,
+        mixed_precision=False,
+        pipeline=VanillaPipelineConfig(
+            datamanager=FullImageDatamanagerConfig(dataparser=OdinDataParserConfig(), cache_images_type="uint8"),
+            model=OdinSplatfactoModelConfig(),
+        ),
+        optimizers=gaussian_optimizers(max_steps=30000),
+        viewer=ViewerConfig(num_rays_per_chunk=1 << 15),
+        vis="viewer",
+    ),
+    description="Splatfacto trained with Odin primitive-level synchronization on one or many GPUs (or CPU).",
+)

@@ -1,0 +1,99 @@
+"""Selective Adam publication: one fused pass that applies Adam only to the Gaussians of an update scope.
+
+Rows outside the scope are neither read nor written (param and both moments stay bit-identical), which is what lets
+a unit publish its update scope while other units still read the rest of the model.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from odin_ns.kernels.bitmap import bitmap_to_mask, check_bitmap
+from odin_ns.kernels.dispatch import resolve_backend, triton_kernels
+
+
+def _check_row_range(row_range: tuple[int, int] | None, n: int) -> tuple[int, int]:
+    if row_range is None:
+        return 0, n
+    lo, hi = row_range
+    if not 0 <= lo <= hi <= n:
+        raise ValueError(f"row_range {row_range} is not within [0, {n}]")
+    return lo, hi
+
+
+def _check_adam_tensors(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor) -> None:
+    if param.dim() == 0:
+        raise ValueError("selective_adam_step needs a param of shape [N, ...], got a 0-d tensor")
+    for name, tensor in (("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
+        if tensor.shape != param.shape or tensor.dtype != param.dtype or tensor.device != param.device:
+            raise ValueError(
+                f"{name} is {tuple(tensor.shape)} {tensor.dtype} on {tensor.device}, "
+                f"param is {tuple(param.shape)} {param.dtype} on {param.device}"
+            )
+    for name, tensor in (("param", param), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
+        if not tensor.is_contiguous():
+            raise ValueError(f"{name} must be contiguous: it is updated in place row by row")
+
+
+def adam_update_(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    step: int,
+) -> None:
+    """torch.optim.Adam's single-tensor update, op for op, so the fallback matches torch Adam bit for bit."""
+    bias_correction1 = 1 - beta1**step
+    bias_correction2_sqrt = (1 - beta2**step) ** 0.5
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    param.addcdiv_(exp_avg, denom, value=-(lr / bias_correction1))
+
+
+@torch.no_grad()
+def selective_adam_step(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    rows: torch.Tensor | None,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    step: int,
+    row_range: tuple[int, int] | None = None,
+    backend: str = "auto",
+) -> None:
+    """In place Adam step on the rows of ``param`` [N, ...] set in the ``rows`` bitmap (None = every row).
+
+    ``row_range=(lo, hi)`` further restricts the step to rows lo..hi-1, so a scope can be published chunk by chunk
+    as its gradient buckets arrive. ``step`` is the (1-based) count used for bias correction. Every other row of
+    ``param``, ``exp_avg`` and ``exp_avg_sq`` is left untouched. Triton does it in one kernel launch.
+    """
+    _check_adam_tensors(param, grad, exp_avg, exp_avg_sq)
+    if step < 1:
+        raise ValueError(f"Adam step count must be >= 1, got {step}")
+    n = param.shape[0]
+    if rows is not None:
+        check_bitmap(rows, "rows", n)
+    lo, hi = _check_row_range(row_range, n)
+    if resolve_backend(backend, param) == "triton":
+        triton_kernels().selective_adam_step(
+            param, grad.contiguous(), exp_avg, exp_avg_sq, rows, lr, beta1, beta2, eps, step, lo, hi
+        )
+        return
+    tensors = [t.view(n, -1) for t in (param, grad.contiguous(), exp_avg, exp_avg_sq)]
+    if rows is None:
+        adam_update_(*(t[lo:hi] for t in tensors), lr, beta1, beta2, eps, step)
+        return
+    selected = torch.nonzero(bitmap_to_mask(rows, n, backend="torch")[lo:hi]).squeeze(1) + lo
+    p, g, m, v = (t.index_select(0, selected) for t in tensors)
+    adam_update_(p, g, m, v, lr, beta1, beta2, eps, step)
+    for target, updated in zip((tensors[0], tensors[2], tensors[3]), (p, m, v)):
+        target.index_copy_(0, selected, updated)

@@ -1,0 +1,78 @@
+"""Row compaction for scoped gradient exchange.
+
+Only the rows of an update scope travel between GPUs: they are gathered into one contiguous buffer (all parameter
+tensors side by side, so a single collective moves them) and scattered back after the exchange.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from odin_ns.kernels.dispatch import resolve_backend, triton_kernels
+
+
+def _rows_2d(tensors: list[torch.Tensor], indices: torch.Tensor) -> list[torch.Tensor]:
+    """Validate row-aligned tensors and view each as [N, D]."""
+    if not tensors:
+        raise ValueError("need at least one tensor to gather/scatter rows of")
+    if indices.dim() != 1 or indices.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"indices must be a 1-D int32/int64 tensor, got {indices.dtype} {tuple(indices.shape)}")
+    first = tensors[0]
+    for t in tensors:
+        if t.dim() == 0 or t.shape[0] != first.shape[0] or t.dtype != first.dtype or t.device != first.device:
+            raise ValueError(
+                f"row-aligned tensors must share N, dtype and device: {tuple(t.shape)} {t.dtype} {t.device} vs "
+                f"{tuple(first.shape)} {first.dtype} {first.device}"
+            )
+        if not t.is_contiguous():
+            raise ValueError(f"tensor of shape {tuple(t.shape)} must be contiguous to gather/scatter its rows")
+    if indices.device != first.device:
+        raise ValueError(f"indices are on {indices.device}, tensors on {first.device}")
+    return [t.view(t.shape[0], math.prod(t.shape[1:])) for t in tensors]
+
+
+def packed_width(tensors: list[torch.Tensor]) -> int:
+    """Columns of the packed buffer (sum of elements per row), for preallocating exchange buffers."""
+    return sum(math.prod(t.shape[1:]) for t in tensors)
+
+
+def gather_rows_packed(tensors: list[torch.Tensor], indices: torch.Tensor, backend: str = "auto") -> torch.Tensor:
+    """Rows ``indices`` of each [N, ...] tensor, side by side in one [k, sum(D)] buffer (D = elements per row)."""
+    views = _rows_2d(tensors, indices)
+    if resolve_backend(backend, views[0]) == "triton":
+        return triton_kernels().gather_rows_packed(views, indices)
+    return torch.cat([v.index_select(0, indices) for v in views], dim=1)
+
+
+@torch.no_grad()
+def scatter_rows_packed(
+    tensors: list[torch.Tensor], indices: torch.Tensor, buf: torch.Tensor, backend: str = "auto"
+) -> None:
+    """Overwrite rows ``indices`` of each tensor with its columns of ``buf`` (inverse of gather_rows_packed).
+
+    ``indices`` must be unique (scopes are sets); with duplicates the surviving row is unspecified.
+    """
+    views = _rows_2d(tensors, indices)
+    widths = [v.shape[1] for v in views]
+    if buf.shape != (indices.numel(), packed_width(tensors)) or buf.dtype != views[0].dtype or buf.device != views[0].device:
+        raise ValueError(
+            f"buf is {tuple(buf.shape)} {buf.dtype} on {buf.device}, expected "
+            f"({indices.numel()}, {sum(widths)}) {views[0].dtype} on {views[0].device}"
+        )
+    if resolve_backend(backend, views[0]) == "triton":
+        triton_kernels().scatter_rows_packed(views, indices, buf.contiguous())
+        return
+    for view, columns in zip(views, buf.split(widths, dim=1)):
+        view.index_copy_(0, indices.to(torch.int64), columns)
+
+
+def gather_rows(src: torch.Tensor, indices: torch.Tensor, backend: str = "auto") -> torch.Tensor:
+    """``src[indices]`` for a [N, ...] tensor, shaped [k, ...]."""
+    return gather_rows_packed([src], indices, backend).view(indices.numel(), *src.shape[1:])
+
+
+def scatter_rows(dst: torch.Tensor, indices: torch.Tensor, buf: torch.Tensor, backend: str = "auto") -> None:
+    """``dst[indices] = buf`` in place, for a [N, ...] ``dst`` and a [k, ...] ``buf``."""
+    scatter_rows_packed([dst], indices, buf.reshape(indices.numel(), -1), backend)

@@ -1,0 +1,231 @@
+"""OdinSplatfactoModel: nerfstudio's splatfacto with a device-agnostic renderer and offline-safe metrics.
+
+Training semantics (parameter groups, learning rates, gsplat ``DefaultStrategy`` densification) are splatfacto's.
+What changes:
+- the device follows the trainer (stock splatfacto calls ``.cuda()`` while building and rendering);
+- rendering goes through :mod:`odin_ns.rendering`: gsplat's CUDA rasterizer on GPU, the torch reference on CPU;
+- the random training background is drawn from a generator seeded by (step, rank), so re-running a unit (Odin's
+  validation) or running it on another schedule renders exactly the same image;
+- LPIPS is built lazily and reported as unavailable when its weights cannot be loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Literal, Optional, Tuple, Type, Union
+
+import torch
+import torch.distributed as dist
+from gsplat.strategy import DefaultStrategy
+from nerfstudio.cameras.cameras import Cameras
+from nerfstudio.models.splatfacto import (
+    RGB2SH,
+    SplatfactoModel,
+    SplatfactoModelConfig,
+    get_viewmat,
+    num_sh_bases,
+    random_quat_tensor,
+)
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from odin_ns.metrics import LazyLPIPS
+from odin_ns.rendering import RendererName, rasterize_fn, resolve_renderer
+
+
+@dataclass
+class OdinSplatfactoModelConfig(SplatfactoModelConfig):
+    """Splatfacto, runnable on CPU or GPU, as the model Odin trains."""
+
+    _target: Type = field(default_factory=lambda: OdinSplatfactoModel)
+    renderer: RendererName = "auto"
+    """gsplat (CUDA), reference (pure torch, any device), or auto: gsplat on CUDA, reference otherwise."""
+    densify_grad_thresh_without_absgrad: float = 0.0002
+    """Densification threshold on the plain 2D mean gradient, used where absgrad is unavailable (reference renderer).
+    0.0002 is the 3DGS/gsplat default for plain gradients; ``densify_grad_thresh`` (0.0008) is tuned for absgrad."""
+
+
+class OdinSplatfactoModel(SplatfactoModel):
+    """Splatfacto on any device; see the module docstring for what differs from stock."""
+
+    config: OdinSplatfactoModelConfig
+
+    def populate_modules(self) -> None:
+        self.renderer = resolve_renderer(self.config.renderer, torch.device(self.kwargs.get("device", "cpu")))
+        self.gauss_params = torch.nn.ParameterDict(self._initial_gaussians())
+        self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
+
+        from nerfstudio.model_components.lib_bilateral_grid import BilateralGrid
+        from pytorch_msssim import SSIM
+        from torchmetrics.image import PeakSignalNoiseRatio
+
+        self.psnr = PeakSignalNoiseRatio(data_range=1.0)
+        self.ssim = SSIM(data_range=1.0, size_average=True, channel=3)
+        self.lpips = LazyLPIPS()
+        self.step = 0
+        self.crop_box = None
+        self.background_color = (
+            torch.tensor([0.1490, 0.1647, 0.2157])  # viser's background, used when rendering for the viewer
+            if self.config.background_color == "random"
+            else {"black": torch.zeros(3), "white": torch.ones(3)}[self.config.background_color]
+        )
+        if self.config.use_bilateral_grid:
+            self.bil_grids = BilateralGrid(
+                num=self.num_train_data,
+                grid_X=self.config.grid_shape[0],
+                grid_Y=self.config.grid_shape[1],
+                grid_W=self.config.grid_shape[2],
+            )
+        self.strategy = self._densification_strategy()
+        self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
+
+    def _initial_gaussians(self) -> Dict[str, torch.nn.Parameter]:
+        """Splatfacto's initialisation (SfM seed points or a random cube), built on the CPU."""
+        has_seed = self.seed_points is not None and not self.config.random_init
+        if has_seed:
+            means = self.seed_points[0].float()
+        else:
+            means = (torch.rand((self.config.num_random, 3)) - 0.5) * self.config.random_scale
+        distances, _ = self.k_nearest_sklearn(means, 3)
+        avg_dist = torch.from_numpy(distances).float().mean(dim=-1, keepdim=True)
+        num_points = means.shape[0]
+        dim_sh = num_sh_bases(self.config.sh_degree)
+        if has_seed and self.seed_points[1].shape[0] > 0:
+            seed_rgb = self.seed_points[1].float() / 255
+            shs = torch.zeros((num_points, dim_sh, 3))
+            if self.config.sh_degree > 0:
+                shs[:, 0, :3] = RGB2SH(seed_rgb)
+            else:
+                shs[:, 0, :3] = torch.logit(seed_rgb, eps=1e-10)
+            features_dc, features_rest = shs[:, 0, :], shs[:, 1:, :]
+        else:
+            features_dc = torch.rand(num_points, 3)
+            features_rest = torch.zeros((num_points, dim_sh - 1, 3))
+        tensors = {
+            "means": means,
+            "scales": torch.log(avg_dist.repeat(1, 3)),
+            "quats": random_quat_tensor(num_points),
+            "features_dc": features_dc,
+            "features_rest": features_rest,
+            "opacities": torch.logit(0.1 * torch.ones(num_points, 1)),
+        }
+        return {name: torch.nn.Parameter(tensor.contiguous()) for name, tensor in tensors.items()}
+
+    def _densification_strategy(self) -> DefaultStrategy:
+        """Splatfacto's DefaultStrategy; plain-gradient threshold where the renderer has no absgrad."""
+        absgrad = self.config.use_absgrad and self.renderer == "gsplat"
+        if self.config.use_absgrad and not absgrad:
+            CONSOLE.log(
+                f"renderer '{self.renderer}' has no absgrad: densifying on the plain 2D gradient with threshold "
+                f"{self.config.densify_grad_thresh_without_absgrad}"
+            )
+        return DefaultStrategy(
+            prune_opa=self.config.cull_alpha_thresh,
+            grow_grad2d=self.config.densify_grad_thresh if absgrad else self.config.densify_grad_thresh_without_absgrad,
+            grow_scale3d=self.config.densify_size_thresh,
+            grow_scale2d=self.config.split_screen_size,
+            prune_scale3d=self.config.cull_scale_thresh,
+            prune_scale2d=self.config.cull_screen_size,
+            refine_scale2d_stop_iter=self.config.stop_screen_size_at,
+            refine_start_iter=self.config.warmup_length,
+            refine_stop_iter=self.config.stop_split_at,
+            reset_every=self.config.reset_alpha_every * self.config.refine_every,
+            refine_every=self.config.refine_every,
+            pause_refine_after_reset=self.num_train_data + self.config.refine_every,
+            absgrad=absgrad,
+            revised_opacity=False,
+            verbose=False,
+        )
+
+    def _get_background_color(self) -> torch.Tensor:
+        if self.config.background_color == "random" and self.training:
+            rank = dist.get_rank() if dist.is_initialized() else 0
+            generator = torch.Generator().manual_seed(self.step * 65_537 + rank)
+            return torch.rand(3, generator=generator).to(self.device)
+        return self.background_color.to(self.device)
+
+    def render_gaussians(
+        self, camera: Cameras, render_mode: Literal["RGB", "RGB+ED"]
+    ) -> Tuple[torch.Tensor, torch.Tensor, Dict]:
+        """Rasterize the (cropped) Gaussians into ``camera``; returns gsplat's (colors, alphas, info)."""
+        if self.training:
+            camera_to_world = self.camera_optimizer.apply_to_camera(camera)
+        else:
+            camera_to_world = camera.camera_to_worlds
+        crop_ids = self.crop_box.within(self.means).squeeze() if self.crop_box is not None and not self.training else None
+        params = {name: (p if crop_ids is None else p[crop_ids]) for name, p in self.gauss_params.items()}
+        colors = torch.cat((params["features_dc"][:, None, :], params["features_rest"]), dim=1)
+        if self.config.sh_degree > 0:
+            sh_degree = min(self.step // self.config.sh_degree_interval, self.config.sh_degree)
+        else:
+            colors, sh_degree = torch.sigmoid(colors).squeeze(1), None
+
+        downscale = self._get_downscale_factor()
+        camera.rescale_output_resolution(1 / downscale)
+        Ks = camera.get_intrinsics_matrices().to(self.device)
+        width, height = int(camera.width[0, 0].item()), int(camera.height[0, 0].item())
+        camera.rescale_output_resolution(downscale)
+        self.last_size = (height, width)
+        return rasterize_fn(self.renderer)(
+            means=params["means"],
+            quats=params["quats"],
+            scales=torch.exp(params["scales"]),
+            opacities=torch.sigmoid(params["opacities"]).squeeze(-1),
+            colors=colors,
+            viewmats=get_viewmat(camera_to_world.to(self.device)),
+            Ks=Ks,
+            width=width,
+            height=height,
+            packed=False,
+            near_plane=0.01,
+            far_plane=1e10,
+            render_mode=render_mode,
+            sh_degree=sh_degree,
+            sparse_grad=False,
+            absgrad=self.strategy.absgrad,
+            rasterize_mode=self.config.rasterize_mode,
+        )
+
+    def get_outputs(self, camera: Cameras) -> Dict[str, Union[torch.Tensor, List]]:
+        if not isinstance(camera, Cameras):
+            raise TypeError(f"get_outputs needs a Cameras object, got {type(camera).__name__}")
+        if self.training and camera.shape[0] != 1:
+            raise ValueError(f"training renders one camera per call, got {camera.shape[0]}")
+        if self.config.rasterize_mode not in ("antialiased", "classic"):
+            raise ValueError(f"unknown rasterize_mode: {self.config.rasterize_mode}")
+        if self.crop_box is not None and not self.training and self.crop_box.within(self.means).sum() == 0:
+            return self.get_empty_outputs(int(camera.width.item()), int(camera.height.item()), self.background_color)
+
+        render_mode = "RGB+ED" if self.config.output_depth_during_training or not self.training else "RGB"
+        render, alpha, self.info = self.render_gaussians(camera, render_mode)
+        if self.training:
+            self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
+
+        background = self._get_background_color()
+        rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
+        height, width = self.last_size
+        if self.config.use_bilateral_grid and self.training and camera.metadata and "cam_idx" in camera.metadata:
+            rgb = self._apply_bilateral_grid(rgb, camera.metadata["cam_idx"], height, width)
+        depth = None
+        if render_mode == "RGB+ED":
+            depth = torch.where(alpha > 0, render[..., 3:4], render[..., 3:4].detach().max()).squeeze(0)
+        if background.shape[0] == 3 and not self.training:
+            background = background.expand(height, width, 3)
+        return {"rgb": rgb.squeeze(0), "depth": depth, "accumulation": alpha.squeeze(0), "background": background}
+
+    def get_image_metrics_and_images(
+        self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
+    ) -> Tuple[Dict[str, float], Dict[str, torch.Tensor]]:
+        """PSNR, SSIM and (when its weights load) LPIPS of one evaluation view."""
+        gt_rgb = self.composite_with_background(self.get_gt_img(batch["image"]), outputs["background"])
+        predicted_rgb = outputs["rgb"]
+        combined_rgb = torch.cat([gt_rgb, predicted_rgb], dim=1)
+        gt_chw = torch.moveaxis(gt_rgb, -1, 0)[None, ...]
+        predicted_chw = torch.moveaxis(predicted_rgb, -1, 0)[None, ...]
+        metrics: Dict[str, float] = {
+            "psnr": float(self.psnr(gt_chw, predicted_chw).item()),
+            "ssim": float(self.ssim(gt_chw, predicted_chw)),
+        }
+        lpips = self.lpips(gt_chw, predicted_chw)
+        if lpips is not None:
+            metrics["lpips"] = lpips
+        return metrics, {"img": combined_rgb}
