@@ -11,12 +11,12 @@ What changes:
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Dict, List, Literal, Optional, Tuple, Type, Union
+from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
 
 import torch
 import torch.distributed as dist
-from gsplat.strategy import DefaultStrategy
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.models.splatfacto import (
     RGB2SH,
@@ -30,6 +30,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.metrics import LazyLPIPS
 from odin_ns.rendering import RendererName, rasterize_fn, resolve_renderer
+from odin_ns.strategy import OdinStrategy
 
 
 @dataclass
@@ -54,7 +55,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         self.gauss_params = torch.nn.ParameterDict(self._initial_gaussians())
         self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
 
-        from nerfstudio.model_components.lib_bilateral_grid import BilateralGrid
+        from nerfstudio.model_components.lib_bilagrid import BilateralGrid
         from pytorch_msssim import SSIM
         from torchmetrics.image import PeakSignalNoiseRatio
 
@@ -77,6 +78,16 @@ class OdinSplatfactoModel(SplatfactoModel):
             )
         self.strategy = self._densification_strategy()
         self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
+        self._render_params: Optional[Dict[str, torch.Tensor]] = None
+
+    @contextmanager
+    def rendering_from(self, params: Dict[str, torch.Tensor]) -> Iterator[None]:
+        """Render from ``params`` (Odin's private views of the shared tensors) instead of ``gauss_params``."""
+        previous, self._render_params = self._render_params, params
+        try:
+            yield
+        finally:
+            self._render_params = previous
 
     def _initial_gaussians(self) -> Dict[str, torch.nn.Parameter]:
         """Splatfacto's initialisation (SfM seed points or a random cube), built on the CPU."""
@@ -110,7 +121,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         }
         return {name: torch.nn.Parameter(tensor.contiguous()) for name, tensor in tensors.items()}
 
-    def _densification_strategy(self) -> DefaultStrategy:
+    def _densification_strategy(self) -> OdinStrategy:
         """Splatfacto's DefaultStrategy; plain-gradient threshold where the renderer has no absgrad."""
         absgrad = self.config.use_absgrad and self.renderer == "gsplat"
         if self.config.use_absgrad and not absgrad:
@@ -118,7 +129,7 @@ class OdinSplatfactoModel(SplatfactoModel):
                 f"renderer '{self.renderer}' has no absgrad: densifying on the plain 2D gradient with threshold "
                 f"{self.config.densify_grad_thresh_without_absgrad}"
             )
-        return DefaultStrategy(
+        return OdinStrategy(
             prune_opa=self.config.cull_alpha_thresh,
             grow_grad2d=self.config.densify_grad_thresh if absgrad else self.config.densify_grad_thresh_without_absgrad,
             grow_scale3d=self.config.densify_size_thresh,
@@ -152,7 +163,8 @@ class OdinSplatfactoModel(SplatfactoModel):
         else:
             camera_to_world = camera.camera_to_worlds
         crop_ids = self.crop_box.within(self.means).squeeze() if self.crop_box is not None and not self.training else None
-        params = {name: (p if crop_ids is None else p[crop_ids]) for name, p in self.gauss_params.items()}
+        source = self.gauss_params if self._render_params is None else self._render_params
+        params = {name: (p if crop_ids is None else p[crop_ids]) for name, p in source.items()}
         colors = torch.cat((params["features_dc"][:, None, :], params["features_rest"]), dim=1)
         if self.config.sh_degree > 0:
             sh_degree = min(self.step // self.config.sh_degree_interval, self.config.sh_degree)

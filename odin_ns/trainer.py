@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from nerfstudio.engine.trainer import Trainer, TrainerConfig
 from nerfstudio.utils.decorators import check_main_thread
+from nerfstudio.utils.rich_utils import CONSOLE
 
 
 def to_python_scalars(value: Any) -> Any:
@@ -38,6 +39,12 @@ class OdinTrainer(Trainer):
     """Trainer whose checkpoints load under ``weights_only=True``."""
 
     config: OdinTrainerConfig
+
+    def __init__(self, config: OdinTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
+        if config.machine.device_type == "cuda" and not torch.cuda.is_available():
+            CONSOLE.log("CUDA is not available: training on the CPU")
+            config.machine.device_type = "cpu"
+        super().__init__(config, local_rank, world_size)
 
     @check_main_thread
     def save_checkpoint(self, step: int) -> None:

@@ -364,6 +364,7 @@ def observe_points(
     return observed, pixels[observed]
 
 
+@torch.no_grad()
 def render_view(scene_tensors: dict[str, torch.Tensor], world_to_camera: np.ndarray, intrinsics: np.ndarray,
                 width: int, height: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Straight-alpha RGB [H,W,3], alpha [H,W] and expected depth [H,W] of one view, rendered on the CPU."""

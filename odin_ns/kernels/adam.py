@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from odin_ns.kernels.bitmap import bitmap_to_mask, check_bitmap
+from odin_ns.kernels.compaction import as_rows
 from odin_ns.kernels.dispatch import resolve_backend, triton_kernels
 
 
@@ -88,7 +89,7 @@ def selective_adam_step(
             param, grad.contiguous(), exp_avg, exp_avg_sq, rows, lr, beta1, beta2, eps, step, lo, hi
         )
         return
-    tensors = [t.view(n, -1) for t in (param, grad.contiguous(), exp_avg, exp_avg_sq)]
+    tensors = [as_rows(t) for t in (param, grad.contiguous(), exp_avg, exp_avg_sq)]
     if rows is None:
         adam_update_(*(t[lo:hi] for t in tensors), lr, beta1, beta2, eps, step)
         return

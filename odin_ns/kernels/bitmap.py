@@ -9,6 +9,8 @@ Counts are returned as 0-d device tensors so hazard checks never force a host sy
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from odin_ns.kernels.dispatch import resolve_backend, triton_kernels
@@ -64,7 +66,7 @@ def pack_bitmap(mask: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     if mask.dtype != torch.bool or mask.dim() == 0:
         raise ValueError(f"pack_bitmap needs a bool mask of shape [..., N], got dtype={mask.dtype} shape={tuple(mask.shape)}")
     n = mask.shape[-1]
-    rows = mask.reshape(-1, n)
+    rows = mask.reshape(math.prod(mask.shape[:-1]), n)
     if resolve_backend(backend, mask) == "triton":
         return triton_kernels().pack_bitmap(rows.contiguous())
     flat = rows.any(dim=0) if rows.shape[0] > 0 else torch.zeros(n, dtype=torch.bool, device=mask.device)

@@ -13,6 +13,11 @@ import torch
 from odin_ns.kernels.dispatch import resolve_backend, triton_kernels
 
 
+def as_rows(tensor: torch.Tensor) -> torch.Tensor:
+    """View a contiguous [N, ...] tensor as [N, D] (also for N == 0, where view(N, -1) is ambiguous)."""
+    return tensor.view(tensor.shape[0], math.prod(tensor.shape[1:]))
+
+
 def _rows_2d(tensors: list[torch.Tensor], indices: torch.Tensor) -> list[torch.Tensor]:
     """Validate row-aligned tensors and view each as [N, D]."""
     if not tensors:
@@ -30,7 +35,7 @@ def _rows_2d(tensors: list[torch.Tensor], indices: torch.Tensor) -> list[torch.T
             raise ValueError(f"tensor of shape {tuple(t.shape)} must be contiguous to gather/scatter its rows")
     if indices.device != first.device:
         raise ValueError(f"indices are on {indices.device}, tensors on {first.device}")
-    return [t.view(t.shape[0], math.prod(t.shape[1:])) for t in tensors]
+    return [as_rows(t) for t in tensors]
 
 
 def packed_width(tensors: list[torch.Tensor]) -> int:
@@ -75,4 +80,6 @@ def gather_rows(src: torch.Tensor, indices: torch.Tensor, backend: str = "auto")
 
 def scatter_rows(dst: torch.Tensor, indices: torch.Tensor, buf: torch.Tensor, backend: str = "auto") -> None:
     """``dst[indices] = buf`` in place, for a [N, ...] ``dst`` and a [k, ...] ``buf``."""
-    scatter_rows_packed([dst], indices, buf.reshape(indices.numel(), -1), backend)
+    if buf.shape != (indices.numel(), *dst.shape[1:]):
+        raise ValueError(f"buf is {tuple(buf.shape)}, expected {(indices.numel(), *dst.shape[1:])} to scatter into dst")
+    scatter_rows_packed([dst], indices, as_rows(buf.contiguous()), backend)

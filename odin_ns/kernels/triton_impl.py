@@ -1,0 +1,299 @@
+"""Triton kernels behind odin_ns.kernels (imported lazily: only when a Triton backend call is made).
+
+All kernels are memory bound; they are written so that each byte of the operands is read once and scope bits
+decide which loads are issued at all (masked-off loads generate no memory traffic).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_WORDS = 1024  # bitmap words per program (4 KB of int32)
+BLOCK_ELEMENTS = 2048  # param elements per program in the Adam kernel
+BLOCK_ROW_ELEMENTS = 4096  # target elements per program in the row gather/scatter kernels
+MAX_PACKED_TENSORS = 8  # tensors one gather/scatter launch handles; longer lists take several launches
+_BINARY_OPS = {"or": 0, "and": 1, "andnot": 2}
+
+
+@triton.jit
+def _popcount32(words):
+    """Per-element popcount of int32 words (SWAR on the unsigned bit pattern)."""
+    x = words.to(tl.uint32, bitcast=True)
+    x = x - ((x >> 1) & 0x55555555)
+    x = (x & 0x33333333) + ((x >> 2) & 0x33333333)
+    x = (x + (x >> 4)) & 0x0F0F0F0F
+    return ((x * 0x01010101) >> 24).to(tl.int32)
+
+
+@triton.jit
+def _pack_kernel(mask_ptr, out_ptr, num_rows, n, num_words, BLOCK_W: tl.constexpr):
+    words = tl.program_id(0) * BLOCK_W + tl.arange(0, BLOCK_W)
+    bits = tl.arange(0, 32)
+    positions = words[:, None] * 32 + bits[None, :]
+    in_range = positions < n
+    any_row = tl.zeros([BLOCK_W, 32], dtype=tl.int32)
+    row_ptr = mask_ptr
+    for _ in range(num_rows):
+        any_row = any_row | tl.load(row_ptr + positions, mask=in_range, other=0).to(tl.int32)
+        row_ptr += n
+    # Distinct bits never carry, so the sum is the OR of the bits (bit 31 contributes INT32_MIN).
+    packed = tl.sum(any_row << bits[None, :], axis=1)
+    tl.store(out_ptr + words, packed, mask=words < num_words)
+
+
+@triton.jit
+def _binary_kernel(a_ptr, b_ptr, out_ptr, num_words, OP: tl.constexpr, BLOCK_W: tl.constexpr):
+    words = tl.program_id(0) * BLOCK_W + tl.arange(0, BLOCK_W)
+    valid = words < num_words
+    a = tl.load(a_ptr + words, mask=valid)
+    b = tl.load(b_ptr + words, mask=valid)
+    if OP == 0:
+        result = a | b
+    elif OP == 1:
+        result = a & b
+    else:
+        result = a & ~b
+    tl.store(out_ptr + words, result, mask=valid)
+
+
+@triton.jit
+def _count_kernel(a_ptr, b_ptr, out_ptr, num_words, HAS_B: tl.constexpr, BLOCK_W: tl.constexpr):
+    """out[0] += |a|, and out[1] += |a & b| when b is given, over this program's words."""
+    words = tl.program_id(0) * BLOCK_W + tl.arange(0, BLOCK_W)
+    valid = words < num_words
+    a = tl.load(a_ptr + words, mask=valid, other=0)
+    tl.atomic_add(out_ptr, tl.sum(_popcount32(a)).to(tl.int64))
+    if HAS_B:
+        b = tl.load(b_ptr + words, mask=valid, other=0)
+        tl.atomic_add(out_ptr + 1, tl.sum(_popcount32(a & b)).to(tl.int64))
+
+
+@triton.jit
+def _word_popcount_kernel(a_ptr, out_ptr, num_words, BLOCK_W: tl.constexpr):
+    words = tl.program_id(0) * BLOCK_W + tl.arange(0, BLOCK_W)
+    valid = words < num_words
+    tl.store(out_ptr + words, _popcount32(tl.load(a_ptr + words, mask=valid, other=0)), mask=valid)
+
+
+@triton.jit
+def _emit_indices_kernel(a_ptr, inclusive_ptr, out_ptr, num_words, BLOCK_W: tl.constexpr):
+    """Write 32*w+i for each set bit i of word w at its rank: word's exclusive prefix + rank within the word."""
+    words = tl.program_id(0) * BLOCK_W + tl.arange(0, BLOCK_W)
+    valid = words < num_words
+    word = tl.load(a_ptr + words, mask=valid, other=0)
+    start = tl.load(inclusive_ptr + words, mask=valid, other=0) - _popcount32(word)
+    bits = tl.arange(0, 32)
+    is_set = (word[:, None] >> bits[None, :]) & 1
+    rank = tl.cumsum(is_set, axis=1) - is_set
+    index = words[:, None].to(tl.int64) * 32 + bits[None, :]
+    tl.store(out_ptr + start[:, None] + rank, index, mask=(is_set != 0) & valid[:, None])
+
+
+@triton.jit
+def _to_mask_kernel(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    positions = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = positions < n
+    word = tl.load(a_ptr + positions // 32, mask=valid, other=0)
+    tl.store(out_ptr + positions, ((word >> (positions % 32)) & 1).to(tl.uint8), mask=valid)
+
+
+@triton.jit
+def _selective_adam_kernel(
+    param_ptr,
+    grad_ptr,
+    exp_avg_ptr,
+    exp_avg_sq_ptr,
+    rows_ptr,
+    start,
+    end,
+    one_minus_beta1,
+    beta2,
+    one_minus_beta2,
+    bias_correction2_sqrt,
+    eps,
+    neg_step_size,
+    ROW_SIZE: tl.constexpr,
+    HAS_ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """Adam on flat elements [start, end) whose row bit is set; mirrors torch's single-tensor Adam op for op."""
+    offsets = start + tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    active = offsets < end
+    if HAS_ROWS:
+        row = offsets // ROW_SIZE
+        word = tl.load(rows_ptr + row // 32, mask=active, other=0)
+        active = active & (((word >> (row % 32).to(tl.int32)) & 1) != 0)
+    grad = tl.load(grad_ptr + offsets, mask=active, other=0.0)
+    exp_avg = tl.load(exp_avg_ptr + offsets, mask=active, other=0.0)
+    exp_avg_sq = tl.load(exp_avg_sq_ptr + offsets, mask=active, other=0.0)
+    param = tl.load(param_ptr + offsets, mask=active, other=0.0)
+    # exp_avg.lerp_(grad, 1 - beta1): torch's lerp switches formula at weight 0.5 for accuracy.
+    exp_avg = tl.where(
+        one_minus_beta1 < 0.5,
+        exp_avg + one_minus_beta1 * (grad - exp_avg),
+        grad - (grad - exp_avg) * (1.0 - one_minus_beta1),
+    )
+    exp_avg_sq = exp_avg_sq * beta2 + one_minus_beta2 * grad * grad
+    denom = tl.div_rn(tl.sqrt_rn(exp_avg_sq), bias_correction2_sqrt) + eps
+    param = param + neg_step_size * tl.div_rn(exp_avg, denom)
+    tl.store(exp_avg_ptr + offsets, exp_avg, mask=active)
+    tl.store(exp_avg_sq_ptr + offsets, exp_avg_sq, mask=active)
+    tl.store(param_ptr + offsets, param, mask=active)
+
+
+@triton.jit
+def _rows_copy_kernel(
+    tensor_ptrs,
+    indices_ptr,
+    buf_ptr,
+    num_indices,
+    ROW_SIZES: tl.constexpr,
+    PADDED_ROW_SIZES: tl.constexpr,
+    COLUMN_OFFSETS: tl.constexpr,
+    BUF_WIDTH: tl.constexpr,
+    GATHER: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """Copy rows indices[j] of each tensor to/from columns COLUMN_OFFSETS[t].. of row j of buf."""
+    slots = tl.program_id(0).to(tl.int64) * BLOCK_K + tl.arange(0, BLOCK_K)
+    valid_slots = slots < num_indices
+    rows = tl.load(indices_ptr + slots, mask=valid_slots, other=0).to(tl.int64)
+    for t in tl.static_range(len(ROW_SIZES)):
+        columns = tl.arange(0, PADDED_ROW_SIZES[t])
+        valid = valid_slots[:, None] & (columns[None, :] < ROW_SIZES[t])
+        tensor_offsets = rows[:, None] * ROW_SIZES[t] + columns[None, :]
+        buf_offsets = slots[:, None] * BUF_WIDTH + COLUMN_OFFSETS[t] + columns[None, :]
+        if GATHER:
+            tl.store(buf_ptr + buf_offsets, tl.load(tensor_ptrs[t] + tensor_offsets, mask=valid), mask=valid)
+        else:
+            tl.store(tensor_ptrs[t] + tensor_offsets, tl.load(buf_ptr + buf_offsets, mask=valid), mask=valid)
+
+
+def _word_grid(num_words: int) -> tuple[int]:
+    return (triton.cdiv(num_words, BLOCK_WORDS),)
+
+
+def pack_bitmap(mask_rows: torch.Tensor) -> torch.Tensor:
+    """[C, N] bool -> int32 bitmap of the OR over C."""
+    num_rows, n = mask_rows.shape
+    num_words = triton.cdiv(n, 32)
+    out = torch.empty(num_words, dtype=torch.int32, device=mask_rows.device)
+    if num_words:
+        _pack_kernel[(triton.cdiv(num_words, 64),)](mask_rows.view(torch.uint8), out, num_rows, n, num_words, BLOCK_W=64)
+    return out
+
+
+def bitmap_binary(a: torch.Tensor, b: torch.Tensor, op: str) -> torch.Tensor:
+    out = torch.empty_like(a)
+    if a.numel():
+        _binary_kernel[_word_grid(a.numel())](a, b, out, a.numel(), OP=_BINARY_OPS[op], BLOCK_W=BLOCK_WORDS)
+    return out
+
+
+def bitmap_counts(a: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """int64 [2]: (|a|, |a & b|); the second entry stays 0 when b is None."""
+    out = torch.zeros(2, dtype=torch.int64, device=a.device)
+    if a.numel():
+        _count_kernel[_word_grid(a.numel())](a, b, out, a.numel(), HAS_B=b is not None, BLOCK_W=BLOCK_WORDS)
+    return out
+
+
+def bitmap_indices(a: torch.Tensor) -> torch.Tensor:
+    num_words = a.numel()
+    if num_words == 0:
+        return torch.empty(0, dtype=torch.int64, device=a.device)
+    counts = torch.empty(num_words, dtype=torch.int32, device=a.device)
+    _word_popcount_kernel[_word_grid(num_words)](a, counts, num_words, BLOCK_W=BLOCK_WORDS)
+    inclusive = torch.cumsum(counts, dim=0)
+    out = torch.empty(int(inclusive[-1].item()), dtype=torch.int64, device=a.device)
+    _emit_indices_kernel[(triton.cdiv(num_words, 64),)](a, inclusive, out, num_words, BLOCK_W=64)
+    return out
+
+
+def bitmap_to_mask(a: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.empty(n, dtype=torch.bool, device=a.device)
+    if n:
+        _to_mask_kernel[(triton.cdiv(n, BLOCK_ELEMENTS),)](a, out.view(torch.uint8), n, BLOCK=BLOCK_ELEMENTS)
+    return out
+
+
+def selective_adam_step(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    rows: torch.Tensor | None,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    step: int,
+    row_lo: int,
+    row_hi: int,
+) -> None:
+    row_size = math.prod(param.shape[1:])
+    start, end = row_lo * row_size, row_hi * row_size
+    if end == start:
+        return
+    # Scalars are formed in double precision exactly as torch Adam forms them, then rounded to fp32 on launch.
+    _selective_adam_kernel[(triton.cdiv(end - start, BLOCK_ELEMENTS),)](
+        param,
+        grad,
+        exp_avg,
+        exp_avg_sq,
+        rows,
+        start,
+        end,
+        1 - beta1,
+        beta2,
+        1 - beta2,
+        (1 - beta2**step) ** 0.5,
+        eps,
+        -(lr / (1 - beta1**step)),
+        ROW_SIZE=row_size,
+        HAS_ROWS=rows is not None,
+        BLOCK=BLOCK_ELEMENTS,
+    )
+
+
+def _launch_rows_copy(tensors: list[torch.Tensor], indices: torch.Tensor, buf: torch.Tensor, gather: bool) -> None:
+    """Gather/scatter [N, D_t] tensors to/from one [k, sum D_t] buffer, MAX_PACKED_TENSORS tensors per launch."""
+    num_indices = indices.numel()
+    if num_indices == 0:
+        return
+    column = 0
+    for first in range(0, len(tensors), MAX_PACKED_TENSORS):
+        group = tensors[first : first + MAX_PACKED_TENSORS]
+        row_sizes = tuple(t.shape[1] for t in group)
+        padded = tuple(triton.next_power_of_2(max(d, 1)) for d in row_sizes)
+        offsets = tuple(column + sum(row_sizes[:i]) for i in range(len(group)))
+        rows_per_program = max(1, BLOCK_ROW_ELEMENTS // sum(padded))
+        block_k = 1 << (rows_per_program.bit_length() - 1)  # a power of two, as tl.arange requires
+        _rows_copy_kernel[(triton.cdiv(num_indices, block_k),)](
+            tuple(group),
+            indices,
+            buf,
+            num_indices,
+            ROW_SIZES=row_sizes,
+            PADDED_ROW_SIZES=padded,
+            COLUMN_OFFSETS=offsets,
+            BUF_WIDTH=buf.shape[1],
+            GATHER=gather,
+            BLOCK_K=block_k,
+        )
+        column += sum(row_sizes)
+
+
+def gather_rows_packed(tensors: list[torch.Tensor], indices: torch.Tensor) -> torch.Tensor:
+    width = sum(t.shape[1] for t in tensors)
+    buf = torch.empty(indices.numel(), width, dtype=tensors[0].dtype, device=tensors[0].device)
+    _launch_rows_copy(tensors, indices, buf, gather=True)
+    return buf
+
+
+def scatter_rows_packed(tensors: list[torch.Tensor], indices: torch.Tensor, buf: torch.Tensor) -> None:
+    _launch_rows_copy(tensors, indices, buf, gather=False)

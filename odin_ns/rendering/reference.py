@@ -1,0 +1,418 @@
+"""Pure-torch, autograd-differentiable 3D Gaussian rasterizer with gsplat 1.4.0's ``rasterization`` contract.
+
+Why it exists: gsplat's rasterizer is CUDA-only, so training, tests and CI on machines without a GPU need a
+renderer that takes the same arguments, follows the same compositing rules and returns the same ``meta``
+fields gsplat's densification strategy reads (``means2d`` with a true gradient, ``radii``, ...). Projection and
+spherical harmonics reuse gsplat's own torch implementations so the two backends agree on every number that
+is not an order-of-summation rounding.
+
+Compositing is tile-based and vectorized (no Python loop over Gaussians or pixels):
+
+1. every visible Gaussian is paired with each tile its 3-sigma square overlaps (gsplat's ``isect_tiles`` rule),
+   pairs ordered by (camera, tile, depth);
+2. without autograd, alphas are evaluated for [pairs, tile pixels] in chunks of tiles; the hits
+   (alpha >= 1/255) are re-ordered into one depth-ordered run per pixel by a counting sort;
+3. still without autograd, the per-pixel transmittance drops hits after the pixel saturates (gsplat stops when
+   the transmittance would fall to 1e-4 or below, exclusive);
+4. with autograd, only the remaining hits are evaluated again and blended front to back: the transmittance is
+   an exclusive per-pixel cumulative sum of log(1 - alpha) (in float64, so long runs keep their precision).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Tuple
+
+import torch
+from gsplat.cuda._torch_impl import _fully_fused_projection, _quat_scale_to_covar_preci, _spherical_harmonics
+from torch import Tensor
+
+ALPHA_MIN = 1.0 / 255.0
+"""gsplat skips a Gaussian at a pixel when its alpha is below this."""
+ALPHA_MAX = 0.999
+"""gsplat clamps alpha to this so that 1 - alpha never reaches zero."""
+TRANSMITTANCE_MIN = 1e-4
+"""gsplat stops blending a pixel before the Gaussian that would bring its transmittance to this or below."""
+RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
+CANDIDATES_PER_CHUNK = 1 << 22
+"""(pair, pixel) alpha evaluations per chunk of tiles: bounds the memory of the search for hits."""
+
+
+def rasterize_reference(
+    means: Tensor,
+    quats: Tensor,
+    scales: Tensor,
+    opacities: Tensor,
+    colors: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    near_plane: float = 0.01,
+    far_plane: float = 1e10,
+    radius_clip: float = 0.0,
+    eps2d: float = 0.3,
+    sh_degree: Optional[int] = None,
+    packed: bool = False,
+    tile_size: int = 16,
+    backgrounds: Optional[Tensor] = None,
+    render_mode: str = "RGB",
+    sparse_grad: bool = False,
+    absgrad: bool = False,
+    rasterize_mode: str = "classic",
+    channel_chunk: int = 32,
+    distributed: bool = False,
+    camera_model: str = "pinhole",
+    covars: Optional[Tensor] = None,
+) -> Tuple[Tensor, Tensor, Dict]:
+    """Render Gaussians [N] into C images; same arguments, outputs and ``meta`` layout as gsplat's ``rasterization``.
+
+    Args follow ``gsplat.rendering.rasterization`` (quats are wxyz and need not be normalized; colors are [N, D]
+    or [C, N, D], or SH coefficients [N, K, 3] or [C, N, K, 3] when ``sh_degree`` is given). Results are always
+    unpacked ([C, N] per-Gaussian meta, ``gaussian_ids`` None). ``sparse_grad`` and ``channel_chunk`` only change
+    gsplat's memory layout, not its results, so they are accepted and have no effect here. ``packed=True``,
+    ``absgrad=True`` and ``distributed=True`` are not supported and raise ValueError.
+
+    Returns:
+        render_colors [C, H, W, D'] (D' = D, 1 for "D"/"ED", D + 1 for "RGB+D"/"RGB+ED"), render_alphas
+        [C, H, W, 1] and meta with ``means2d`` [C, N, 2] (a non-leaf tensor: ``retain_grad()`` it before
+        backward to read d loss / d means2d), ``radii`` [C, N] int32 (0 = not rendered), ``depths`` [C, N],
+        ``conics`` [C, N, 3], ``opacities`` [C, N], ``tiles_per_gauss`` [C, N], ``camera_ids`` and
+        ``gaussian_ids`` (None), ``width``, ``height``, ``tile_size``, ``tile_width``, ``tile_height``, ``n_cameras``.
+    """
+    _check_supported(packed=packed, absgrad=absgrad, distributed=distributed, rasterize_mode=rasterize_mode)
+    n_cameras = _check_shapes(means, quats, scales, opacities, colors, viewmats, Ks, sh_degree, covars)
+    if render_mode not in RENDER_MODES:
+        raise ValueError(f"render_mode must be one of {RENDER_MODES}, got {render_mode!r}")
+    if width <= 0 or height <= 0 or tile_size <= 0:
+        raise ValueError(f"width, height and tile_size must be positive, got {width}, {height}, {tile_size}")
+
+    if covars is None:
+        covars, _ = _quat_scale_to_covar_preci(quats, scales, compute_covar=True, compute_preci=False, triu=False)
+    radii, means2d, depths, conics, compensations = _fully_fused_projection(
+        means,
+        covars,
+        viewmats,
+        Ks,
+        width,
+        height,
+        eps2d=eps2d,
+        near_plane=near_plane,
+        far_plane=far_plane,
+        calc_compensations=rasterize_mode == "antialiased",
+        camera_model=camera_model,
+    )
+    radii = torch.where(radii > radius_clip, radii, torch.zeros_like(radii))
+    opacities = opacities.repeat(n_cameras, 1)
+    if compensations is not None:
+        opacities = opacities * compensations
+
+    colors = _view_colors(colors, means, viewmats, sh_degree)
+    if render_mode in ("RGB+D", "RGB+ED"):
+        colors = torch.cat([colors, depths[..., None]], dim=-1)
+        if backgrounds is not None:
+            backgrounds = torch.cat([backgrounds, backgrounds.new_zeros(n_cameras, 1)], dim=-1)
+    elif render_mode in ("D", "ED"):
+        colors = depths[..., None]
+        if backgrounds is not None:
+            backgrounds = backgrounds.new_zeros(n_cameras, 1)
+    if backgrounds is not None and backgrounds.shape != (n_cameras, colors.shape[-1]):
+        raise ValueError(f"backgrounds must be [C, D] = {[n_cameras, colors.shape[-1]]}, got {list(backgrounds.shape)}")
+
+    render_colors, render_alphas, tiles_per_gauss = rasterize_to_pixels_reference(
+        means2d, conics, colors, opacities, radii, depths, width, height, tile_size, backgrounds
+    )
+    if render_mode in ("ED", "RGB+ED"):
+        expected_depth = render_colors[..., -1:] / render_alphas.clamp(min=1e-10)
+        render_colors = torch.cat([render_colors[..., :-1], expected_depth], dim=-1)
+
+    meta = {
+        "camera_ids": None,
+        "gaussian_ids": None,
+        "radii": radii,
+        "means2d": means2d,
+        "depths": depths,
+        "conics": conics,
+        "opacities": opacities,
+        "tiles_per_gauss": tiles_per_gauss,
+        "tile_width": math.ceil(width / tile_size),
+        "tile_height": math.ceil(height / tile_size),
+        "width": width,
+        "height": height,
+        "tile_size": tile_size,
+        "n_cameras": n_cameras,
+    }
+    return render_colors, render_alphas, meta
+
+
+def rasterize_to_pixels_reference(
+    means2d: Tensor,
+    conics: Tensor,
+    colors: Tensor,
+    opacities: Tensor,
+    radii: Tensor,
+    depths: Tensor,
+    width: int,
+    height: int,
+    tile_size: int = 16,
+    backgrounds: Optional[Tensor] = None,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """Alpha-composite projected Gaussians front to back with gsplat's rules; differentiable in every float input.
+
+    Args:
+        means2d [C, N, 2] (pixel coordinates, pixel centres at +0.5), conics [C, N, 3] (upper triangle of the
+        inverse 2D covariance), colors [C, N, D], opacities [C, N], radii [C, N] (only radii > 0 are drawn),
+        depths [C, N] (blending order, nearest first), width, height, tile_size, backgrounds [C, D] or None.
+
+    Returns:
+        render_colors [C, H, W, D], render_alphas [C, H, W, 1] and tiles_per_gauss [C, N] (int32: how many
+        tiles each Gaussian was tested against).
+    """
+    grid = _TileGrid(means2d.shape[0], width, height, tile_size)
+    pair_gauss, pair_tile, tiles_per_gauss = _intersect_tiles(means2d, radii, depths, grid)
+    means2d_flat = means2d.reshape(-1, 2)
+    conics_flat = conics.reshape(-1, 3)
+    opacities_flat = opacities.reshape(-1)
+    colors_flat = colors.reshape(-1, colors.shape[-1])
+
+    with torch.no_grad():
+        hit_gauss, hit_slot = _find_hits(pair_gauss, pair_tile, means2d_flat, conics_flat, opacities_flat, grid)
+        alphas, _ = _splat_alphas(
+            means2d_flat[hit_gauss], conics_flat[hit_gauss], opacities_flat[hit_gauss], grid.pixel_centers(hit_slot, means2d_flat.dtype)
+        )
+        blended = _exclusive_transmittance(alphas, hit_slot) * (1.0 - alphas) > TRANSMITTANCE_MIN
+        hit_gauss, hit_slot = hit_gauss[blended], hit_slot[blended]
+
+    alphas, _ = _splat_alphas(
+        means2d_flat.index_select(0, hit_gauss),
+        conics_flat.index_select(0, hit_gauss),
+        opacities_flat.index_select(0, hit_gauss),
+        grid.pixel_centers(hit_slot, means2d_flat.dtype),
+    )
+    weights = (alphas * _exclusive_transmittance(alphas, hit_slot))[:, None]
+    slot_colors = colors_flat.new_zeros(grid.n_slots, colors_flat.shape[1]).index_add(
+        0, hit_slot, weights * colors_flat.index_select(0, hit_gauss)
+    )
+    slot_alphas = weights.new_zeros(grid.n_slots, 1).index_add(0, hit_slot, weights)
+    render_colors = grid.to_images(slot_colors)
+    render_alphas = grid.to_images(slot_alphas)
+    if backgrounds is not None:
+        render_colors = render_colors + (1.0 - render_alphas) * backgrounds[:, None, None, :]
+    return render_colors, render_alphas, tiles_per_gauss
+
+
+class _TileGrid:
+    """Pixel slots of C images cut into square tiles; slot = (camera * tiles_per_camera + tile) * tile_area + pixel."""
+
+    def __init__(self, n_cameras: int, width: int, height: int, tile_size: int):
+        self.n_cameras, self.width, self.height, self.tile_size = n_cameras, width, height, tile_size
+        self.tiles_x = math.ceil(width / tile_size)
+        self.tiles_y = math.ceil(height / tile_size)
+        self.tiles_per_camera = self.tiles_x * self.tiles_y
+        self.tile_area = tile_size * tile_size
+        self.n_slots = n_cameras * self.tiles_per_camera * self.tile_area
+
+    def tile_origins(self, tiles: Tensor) -> Tensor:
+        """[..., 2] (x, y) pixel coordinates of the top-left corner of global tile ids [...]."""
+        tile = tiles % self.tiles_per_camera
+        row = torch.div(tile, self.tiles_x, rounding_mode="floor")
+        return torch.stack([tile - row * self.tiles_x, row], dim=-1) * self.tile_size
+
+    def pixel_offsets(self, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """[tile_area, 2] pixel-centre offsets inside a tile, as gsplat samples pixels (+0.5)."""
+        pixel = torch.arange(self.tile_area, device=device)
+        offsets = torch.stack([pixel % self.tile_size, torch.div(pixel, self.tile_size, rounding_mode="floor")], -1)
+        return offsets.to(dtype) + 0.5
+
+    def pixel_centers(self, slots: Tensor, dtype: torch.dtype) -> Tensor:
+        """[..., 2] (x, y) pixel-centre coordinates of slot ids [...]."""
+        tiles = torch.div(slots, self.tile_area, rounding_mode="floor")
+        offsets = self.pixel_offsets(dtype, slots.device)[slots - tiles * self.tile_area]
+        return self.tile_origins(tiles).to(dtype) + offsets
+
+    def to_images(self, slot_values: Tensor) -> Tensor:
+        """Rearrange per-slot values [n_slots, D] into images [C, H, W, D] (padding pixels of edge tiles dropped)."""
+        size, depth = self.tile_size, slot_values.shape[-1]
+        tiled = slot_values.view(self.n_cameras, self.tiles_y, self.tiles_x, size, size, depth)
+        images = tiled.permute(0, 1, 3, 2, 4, 5).reshape(self.n_cameras, self.tiles_y * size, self.tiles_x * size, depth)
+        return images[:, : self.height, : self.width].contiguous()
+
+
+@torch.no_grad()
+def _intersect_tiles(means2d: Tensor, radii: Tensor, depths: Tensor, grid: _TileGrid) -> Tuple[Tensor, Tensor, Tensor]:
+    """(Gaussian, tile) pairs sorted by (camera, tile, depth), as gsplat's ``isect_tiles`` + sort build them.
+
+    A Gaussian is tested against every tile its square of half-side ``radius`` touches; ties in depth keep
+    input order (gsplat's radix sort is stable too). Returns flat Gaussian ids (into C * N), global tile ids and
+    tiles_per_gauss [C, N] int32.
+    """
+    n_gaussians = means2d.shape[1]
+    visible = torch.nonzero(radii.reshape(-1) > 0).squeeze(1)
+    visible = visible[torch.sort(depths.reshape(-1)[visible], stable=True).indices]
+    centre = means2d.reshape(-1, 2)[visible] / grid.tile_size
+    half_side = (radii.reshape(-1)[visible] / grid.tile_size).to(centre.dtype)[:, None]
+    tile_limits = torch.tensor([grid.tiles_x, grid.tiles_y], device=means2d.device)
+    lowest = torch.minimum(torch.floor(centre - half_side).long().clamp(min=0), tile_limits)
+    span = torch.minimum(torch.ceil(centre + half_side).long().clamp(min=0), tile_limits) - lowest
+
+    tile_counts = span[:, 0] * span[:, 1]
+    tiles_per_gauss = torch.zeros(radii.numel(), dtype=torch.int32, device=radii.device)
+    tiles_per_gauss[visible] = tile_counts.int()
+
+    pair_source = torch.repeat_interleave(torch.arange(len(visible), device=means2d.device), tile_counts)
+    first_pair = torch.cumsum(tile_counts, 0) - tile_counts
+    index_in_rect = torch.arange(len(pair_source), device=means2d.device) - first_pair[pair_source]
+    rect_width = span[pair_source, 0]
+    tile_x = lowest[pair_source, 0] + index_in_rect % rect_width
+    tile_y = lowest[pair_source, 1] + torch.div(index_in_rect, rect_width, rounding_mode="floor")
+    pair_gauss = visible[pair_source]
+    camera = torch.div(pair_gauss, n_gaussians, rounding_mode="floor")
+    pair_tile = camera * grid.tiles_per_camera + tile_y * grid.tiles_x + tile_x
+    pair_tile, by_tile = torch.sort(pair_tile, stable=True)
+    return pair_gauss[by_tile], pair_tile, tiles_per_gauss.view(radii.shape)
+
+
+def _find_hits(
+    pair_gauss: Tensor,
+    pair_tile: Tensor,
+    means2d_flat: Tensor,
+    conics_flat: Tensor,
+    opacities_flat: Tensor,
+    grid: _TileGrid,
+) -> Tuple[Tensor, Tensor]:
+    """All (Gaussian, pixel slot) hits with sigma >= 0 and alpha >= 1/255, grouped by slot, nearest first.
+
+    Alphas are evaluated densely for [pairs of a chunk of tiles, tile pixels]. A hit's rank inside its pixel is
+    the number of hits for the same pixel in earlier (nearer) pairs of its tile, so a counting sort puts every
+    pixel's hits into one depth-ordered run without sorting the (large) hit list.
+    """
+    device = pair_tile.device
+    _, pairs_per_tile = torch.unique_consecutive(pair_tile, return_counts=True)
+    tile_first_pair = torch.repeat_interleave(torch.cumsum(pairs_per_tile, 0) - pairs_per_tile, pairs_per_tile)
+    pixel_offsets = grid.pixel_offsets(means2d_flat.dtype, device)
+    hit_pairs, hit_slots, hit_ranks = [], [], []
+    for start, end in _chunk_bounds(pairs_per_tile.tolist(), max(1, CANDIDATES_PER_CHUNK // grid.tile_area)):
+        gauss = pair_gauss[start:end]
+        centers = grid.tile_origins(pair_tile[start:end]).to(pixel_offsets.dtype)[:, None, :] + pixel_offsets
+        alphas, sigmas = _splat_alphas(
+            means2d_flat[gauss][:, None], conics_flat[gauss][:, None], opacities_flat[gauss][:, None], centers
+        )
+        hit = (sigmas >= 0) & (alphas >= ALPHA_MIN) & (centers[..., 0] < grid.width) & (centers[..., 1] < grid.height)
+        hit_count = hit.int()
+        hits_before = torch.cumsum(hit_count, 0, dtype=torch.int32) - hit_count
+        rows, pixels = torch.nonzero(hit, as_tuple=True)
+        first_rows = tile_first_pair[start:end][rows] - start
+        hit_pairs.append(rows + start)
+        hit_slots.append(pair_tile[start:end][rows] * grid.tile_area + pixels)
+        hit_ranks.append((hits_before[rows, pixels] - hits_before[first_rows, pixels]).long())
+
+    empty = torch.zeros(0, dtype=torch.long, device=device)
+    hit_pair = torch.cat(hit_pairs) if hit_pairs else empty
+    hit_slot = torch.cat(hit_slots) if hit_slots else empty
+    hit_rank = torch.cat(hit_ranks) if hit_ranks else empty
+    hits_per_slot = torch.bincount(hit_slot, minlength=grid.n_slots)
+    slot_first_hit = torch.cumsum(hits_per_slot, 0) - hits_per_slot
+    order = torch.empty_like(hit_slot)
+    order[slot_first_hit[hit_slot] + hit_rank] = torch.arange(len(hit_slot), device=device)
+    return pair_gauss[hit_pair[order]], hit_slot[order]
+
+
+def _chunk_bounds(pairs_per_tile: list, max_pairs: int) -> list:
+    """[start, end) pair ranges made of whole tiles, each holding at most ``max_pairs`` pairs (or one tile)."""
+    bounds, start, end = [], 0, 0
+    for count in pairs_per_tile:
+        if end > start and end - start + count > max_pairs:
+            bounds.append((start, end))
+            start = end
+        end += count
+    if end > start:
+        bounds.append((start, end))
+    return bounds
+
+
+def _splat_alphas(means2d: Tensor, conics: Tensor, opacities: Tensor, centers: Tensor) -> Tuple[Tensor, Tensor]:
+    """gsplat's per-pixel alpha = min(0.999, opacity * exp(-sigma)) and sigma (half the Mahalanobis distance)."""
+    dx = means2d[..., 0] - centers[..., 0]
+    dy = means2d[..., 1] - centers[..., 1]
+    sigmas = 0.5 * (conics[..., 0] * dx * dx + conics[..., 2] * dy * dy) + conics[..., 1] * dx * dy
+    alphas = torch.clamp(opacities * torch.exp(-sigmas), max=ALPHA_MAX)
+    return alphas, sigmas
+
+
+def _exclusive_transmittance(alphas: Tensor, slots: Tensor) -> Tensor:
+    """Product of (1 - alpha) over the earlier hits of the same pixel; ``slots`` is grouped by pixel, nearest first.
+
+    Computed as exp of a per-pixel exclusive cumulative sum of log(1 - alpha) in float64, which stays exact when
+    the running sum spans millions of hits and is safe to differentiate because alpha <= 0.999.
+    """
+    log_transmittance = torch.log1p(-alphas.double())
+    before = torch.cumsum(log_transmittance, 0) - log_transmittance
+    return torch.exp(before - before.index_select(0, _run_starts(slots))).to(alphas.dtype)
+
+
+def _run_starts(sorted_ids: Tensor) -> Tensor:
+    """For each element of a grouped id list, the index of the first element of its group."""
+    positions = torch.arange(len(sorted_ids), device=sorted_ids.device)
+    starts_group = torch.ones_like(sorted_ids, dtype=torch.bool)
+    starts_group[1:] = sorted_ids[1:] != sorted_ids[:-1]
+    return torch.where(starts_group, positions, torch.zeros_like(positions)).cummax(0).values
+
+
+def _view_colors(colors: Tensor, means: Tensor, viewmats: Tensor, sh_degree: Optional[int]) -> Tensor:
+    """Per-camera colors [C, N, D]: given colors broadcast, or SH evaluated toward each camera (gsplat's +0.5, >= 0)."""
+    n_cameras = viewmats.shape[0]
+    if sh_degree is None:
+        return colors.expand(n_cameras, -1, -1) if colors.dim() == 2 else colors
+    coeffs = colors.expand(n_cameras, -1, -1, -1) if colors.dim() == 3 else colors
+    camera_centers = torch.inverse(viewmats)[:, :3, 3]
+    directions = means[None, :, :] - camera_centers[:, None, :]
+    return torch.clamp_min(_spherical_harmonics(sh_degree, directions, coeffs) + 0.5, 0.0)
+
+
+def _check_supported(packed: bool, absgrad: bool, distributed: bool, rasterize_mode: str) -> None:
+    """Reject gsplat options whose results this renderer cannot reproduce."""
+    if packed:
+        raise ValueError("the reference rasterizer renders unpacked only: pass packed=False (meta is [C, N])")
+    if absgrad:
+        raise ValueError("absgrad=True is not supported by the reference rasterizer: use absgrad=False")
+    if distributed:
+        raise ValueError("distributed=True is not supported by the reference rasterizer")
+    if rasterize_mode not in ("classic", "antialiased"):
+        raise ValueError(f"rasterize_mode must be 'classic' or 'antialiased', got {rasterize_mode!r}")
+
+
+def _check_shapes(
+    means: Tensor,
+    quats: Optional[Tensor],
+    scales: Optional[Tensor],
+    opacities: Tensor,
+    colors: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    sh_degree: Optional[int],
+    covars: Optional[Tensor],
+) -> int:
+    """Validate argument shapes like gsplat's asserts, as ValueErrors naming the argument; return C."""
+    if means.dim() != 2 or means.shape[1] != 3:
+        raise ValueError(f"means must be [N, 3], got {list(means.shape)}")
+    n_gaussians = means.shape[0]
+    if viewmats.dim() != 3 or viewmats.shape[1:] != (4, 4):
+        raise ValueError(f"viewmats must be [C, 4, 4], got {list(viewmats.shape)}")
+    n_cameras = viewmats.shape[0]
+    expected = {"opacities": (opacities, (n_gaussians,)), "Ks": (Ks, (n_cameras, 3, 3))}
+    if covars is None:
+        expected.update(quats=(quats, (n_gaussians, 4)), scales=(scales, (n_gaussians, 3)))
+    else:
+        expected.update(covars=(covars, (n_gaussians, 3, 3)))
+    for name, (tensor, shape) in expected.items():
+        if tensor is None or tuple(tensor.shape) != shape:
+            raise ValueError(f"{name} must have shape {list(shape)}, got {None if tensor is None else list(tensor.shape)}")
+    if sh_degree is None:
+        if colors.shape[:-1] not in ((n_gaussians,), (n_cameras, n_gaussians)):
+            raise ValueError(f"colors must be [N, D] or [C, N, D] without sh_degree, got {list(colors.shape)}")
+    else:
+        if colors.shape[:-2] not in ((n_gaussians,), (n_cameras, n_gaussians)) or colors.shape[-1] != 3:
+            raise ValueError(f"SH colors must be [N, K, 3] or [C, N, K, 3], got {list(colors.shape)}")
+        if (sh_degree + 1) ** 2 > colors.shape[-2]:
+            raise ValueError(f"sh_degree {sh_degree} needs {(sh_degree + 1) ** 2} SH coefficients, got {colors.shape[-2]}")
+    return n_cameras

@@ -1,0 +1,219 @@
+"""odin_ns.kernels against straightforward numpy references, for every backend that can run here.
+
+The torch fallback always runs. The Triton kernels run on CUDA when present and, in CI, on CPU through Triton's
+interpreter: ``test_triton_kernels_under_interpreter`` re-runs this file's Triton cases in a subprocess with
+``TRITON_INTERPRET=1`` (it must be set before triton is imported, so it cannot be toggled inside this process).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import odin_ns.kernels as K
+from odin_ns.kernels.dispatch import BACKEND_ENV_VAR, triton_available, triton_interpreting
+
+# Awkward sizes: empty, below one word, word boundaries, not a multiple of any block size.
+SIZES = [0, 1, 5, 31, 32, 33, 63, 1000, 4133]
+FRACTIONS = [0.0, 0.01, 0.5, 1.0]  # empty scope, sparse, half, full
+
+_CASES = [pytest.param(("torch", "cpu"), id="torch-cpu")]
+if triton_available() and triton_interpreting():
+    _CASES.append(pytest.param(("triton", "cpu"), id="triton-cpu"))
+_gpu = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+_CASES += [pytest.param(("triton", "cuda"), id="triton-cuda", marks=_gpu)]
+_CASES += [pytest.param(("torch", "cuda"), id="torch-cuda", marks=_gpu)]
+
+
+@pytest.fixture(params=_CASES)
+def case(request) -> tuple[str, str]:
+    """(backend, device) pair the test runs on."""
+    return request.param
+
+
+def random_mask(rng: np.random.Generator, shape: tuple[int, ...], fraction: float) -> np.ndarray:
+    return rng.random(shape) < fraction
+
+
+def reference_pack(mask: np.ndarray) -> np.ndarray:
+    """Bit i of word w = element 32*w+i of the OR over leading dims; int32 words."""
+    flat = mask.reshape(-1, mask.shape[-1]).any(axis=0) if mask.size else np.zeros(mask.shape[-1], dtype=bool)
+    padded = np.zeros(-(-flat.size // 32) * 32, dtype=np.uint64)
+    padded[: flat.size] = flat
+    words = (padded.reshape(-1, 32) << np.arange(32, dtype=np.uint64)).sum(axis=1)
+    return words.astype(np.uint32).view(np.int32)
+
+
+def to_device_bitmap(mask: np.ndarray, device: str) -> torch.Tensor:
+    return torch.from_numpy(reference_pack(mask)).to(device)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("leading", [(), (3,), (0,)])
+def test_pack_bitmap_matches_reference(case, n, leading):
+    backend, device = case
+    rng = np.random.default_rng(n)
+    mask = random_mask(rng, (*leading, n), 0.3)
+    packed = K.pack_bitmap(torch.from_numpy(mask).to(device), backend=backend)
+    assert packed.dtype == torch.int32 and packed.shape == (K.num_words(n),)
+    np.testing.assert_array_equal(packed.cpu().numpy(), reference_pack(mask))
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_set_algebra_and_counts(case, n, fraction):
+    backend, device = case
+    rng = np.random.default_rng(n + 7)
+    read, update = random_mask(rng, (n,), fraction), random_mask(rng, (n,), 0.5)
+    a, b = to_device_bitmap(read, device), to_device_bitmap(update, device)
+    expected = {"or": read | update, "and": read & update, "andnot": read & ~update}
+    for op, fn in (("or", K.bitmap_or), ("and", K.bitmap_and), ("andnot", K.bitmap_andnot)):
+        np.testing.assert_array_equal(fn(a, b, backend=backend).cpu().numpy(), reference_pack(expected[op]), err_msg=op)
+
+    count = K.bitmap_count(a, backend=backend)
+    shared = K.bitmap_and_count(a, b, backend=backend)
+    ratio = K.overlap_ratio(a, b, backend=backend)
+    for value in (count, shared, ratio):
+        assert value.dim() == 0 and value.device == a.device
+    assert count.dtype == shared.dtype == torch.int64 and ratio.dtype == torch.float32
+    assert count.item() == read.sum()
+    assert shared.item() == (read & update).sum()
+    expected_ratio = (read & update).sum() / read.sum() if read.any() else 0.0
+    assert ratio.item() == pytest.approx(expected_ratio, abs=1e-6)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_indices_and_mask(case, n, fraction):
+    backend, device = case
+    mask = random_mask(np.random.default_rng(n + 11), (n,), fraction)
+    bitmap = to_device_bitmap(mask, device)
+    indices = K.bitmap_indices(bitmap, n, backend=backend)
+    assert indices.dtype == torch.int64
+    np.testing.assert_array_equal(indices.cpu().numpy(), np.flatnonzero(mask))
+    np.testing.assert_array_equal(K.bitmap_to_mask(bitmap, n, backend=backend).cpu().numpy(), mask)
+
+
+def reference_adam(param, grad, exp_avg, exp_avg_sq, rows, lr, beta1, beta2, eps, step):
+    """Textbook Adam in float64 on the selected rows only (returns new arrays)."""
+    p, g, m, v = (x.astype(np.float64).copy() for x in (param, grad, exp_avg, exp_avg_sq))
+    m[rows] = beta1 * m[rows] + (1 - beta1) * g[rows]
+    v[rows] = beta2 * v[rows] + (1 - beta2) * g[rows] ** 2
+    bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
+    p[rows] -= (lr / bias_correction1) * m[rows] / (np.sqrt(v[rows]) / np.sqrt(bias_correction2) + eps)
+    return p, m, v
+
+
+@pytest.mark.parametrize("n", [1, 31, 33, 1000])
+@pytest.mark.parametrize("row_shape", [(), (3,), (15, 3)])
+@pytest.mark.parametrize("fraction", FRACTIONS)
+@pytest.mark.parametrize("row_range", [None, "middle"])
+def test_selective_adam_step_matches_reference(case, n, row_shape, fraction, row_range):
+    backend, device = case
+    rng = np.random.default_rng(n * 3 + len(row_shape))
+    shape = (n, *row_shape)
+    param, grad, exp_avg = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    exp_avg_sq = rng.random(shape).astype(np.float32)
+    selected = random_mask(rng, (n,), fraction)
+    lo, hi = (n // 3, n - n // 4) if row_range == "middle" else (0, n)
+    updated = selected.copy()
+    updated[:lo] = updated[hi:] = False
+    tensors = [torch.from_numpy(x.copy()).to(device) for x in (param, grad, exp_avg, exp_avg_sq)]
+    K.selective_adam_step(
+        *tensors, to_device_bitmap(selected, device), lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, step=4,
+        row_range=None if row_range is None else (lo, hi), backend=backend,
+    )
+    expected = reference_adam(param, grad, exp_avg, exp_avg_sq, updated, 0.01, 0.9, 0.999, 1e-8, 4)
+    for name, got, before, want in zip(("param", "exp_avg", "exp_avg_sq"), tensors[:1] + tensors[2:],
+                                       (param, exp_avg, exp_avg_sq), expected):
+        got = got.cpu().numpy()
+        np.testing.assert_array_equal(got[~updated], before[~updated], err_msg=f"{name}: hidden rows changed")
+        np.testing.assert_allclose(got[updated], want[updated], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("n", [0, 1, 33, 1000])
+@pytest.mark.parametrize("fraction", FRACTIONS)
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_gather_scatter_rows(case, n, fraction, index_dtype):
+    backend, device = case
+    rng = np.random.default_rng(n + 5)
+    # The grads of a splatfacto model: means, scales, quats, opacities, features_dc, features_rest.
+    arrays = [rng.standard_normal((n, *s)).astype(np.float32) for s in ((3,), (3,), (4,), (1,), (3,), (15, 3))]
+    rows = np.flatnonzero(random_mask(rng, (n,), fraction))
+    rng.shuffle(rows)  # scatter/gather must not rely on sorted indices
+    tensors = [torch.from_numpy(a.copy()).to(device) for a in arrays]
+    indices = torch.from_numpy(rows).to(device=device, dtype=index_dtype)
+
+    buf = K.gather_rows_packed(tensors, indices, backend=backend)
+    expected = np.concatenate([a[rows].reshape(len(rows), int(np.prod(a.shape[1:]))) for a in arrays], axis=1)
+    assert buf.shape == (len(rows), K.packed_width(tensors)) == expected.shape
+    np.testing.assert_array_equal(buf.cpu().numpy(), expected)
+    np.testing.assert_array_equal(K.gather_rows(tensors[5], indices, backend=backend).cpu().numpy(), arrays[5][rows])
+
+    new_rows = rng.standard_normal(expected.shape).astype(np.float32)
+    K.scatter_rows_packed(tensors, indices, torch.from_numpy(new_rows).to(device), backend=backend)
+    column = 0
+    for array, tensor in zip(arrays, tensors):
+        width = int(np.prod(array.shape[1:]))
+        want = array.copy()
+        want[rows] = new_rows[:, column : column + width].reshape(len(rows), *array.shape[1:])
+        np.testing.assert_array_equal(tensor.cpu().numpy(), want)
+        column += width
+
+    single = torch.zeros(n, 3, device=device)
+    K.scatter_rows(single, indices, torch.ones(len(rows), 3, device=device), backend=backend)
+    np.testing.assert_array_equal(single.cpu().numpy().any(axis=1), np.isin(np.arange(n), rows))
+
+
+def test_bad_inputs_raise_clear_errors():
+    bitmap = K.pack_bitmap(torch.ones(40, dtype=torch.bool))
+    with pytest.raises(ValueError, match="bitmaps differ"):
+        K.bitmap_or(bitmap, K.pack_bitmap(torch.ones(70, dtype=torch.bool)))
+    with pytest.raises(ValueError, match="int32 bitmap"):
+        K.bitmap_count(bitmap.to(torch.int64))
+    with pytest.raises(ValueError, match="Gaussians need"):
+        K.bitmap_indices(bitmap, 100)
+    with pytest.raises(ValueError, match="bool mask"):
+        K.pack_bitmap(torch.ones(40))
+    with pytest.raises(ValueError, match="backend must be"):
+        K.bitmap_count(bitmap, backend="cuda")
+    param = torch.zeros(40, 3)
+    with pytest.raises(ValueError, match="row_range"):
+        K.selective_adam_step(param, param, param.clone(), param.clone(), bitmap, 0.1, 0.9, 0.99, 1e-8, 1, (5, 41))
+    with pytest.raises(ValueError, match="grad is"):
+        K.selective_adam_step(param, param[:, :2], param.clone(), param.clone(), bitmap, 0.1, 0.9, 0.99, 1e-8, 1)
+    with pytest.raises(ValueError, match="buf is"):
+        K.scatter_rows(param, torch.arange(4), torch.zeros(3, 3))
+
+
+def test_backend_selection(monkeypatch):
+    cpu_tensor = torch.zeros(1, dtype=torch.int32)
+    monkeypatch.setenv(BACKEND_ENV_VAR, "torch")
+    assert K.resolve_backend("auto", cpu_tensor) == "torch"
+    monkeypatch.setenv(BACKEND_ENV_VAR, "gpu")
+    with pytest.raises(ValueError, match=BACKEND_ENV_VAR):
+        K.resolve_backend("auto", cpu_tensor)
+    monkeypatch.delenv(BACKEND_ENV_VAR)
+    if not triton_interpreting():
+        assert K.resolve_backend("auto", cpu_tensor) == "torch"
+        with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+            K.resolve_backend("triton", cpu_tensor)
+
+
+@pytest.mark.skipif(not triton_available() or triton_interpreting(), reason="needs triton; runs the interpreter itself")
+def test_triton_kernels_under_interpreter():
+    """Run every triton-cpu case of this file through Triton's interpreter, so CI covers the GPU code path."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env.pop(BACKEND_ENV_VAR, None)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "triton-cpu"],
+        env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout
