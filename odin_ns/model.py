@@ -29,7 +29,7 @@ from nerfstudio.models.splatfacto import (
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.metrics import LazyLPIPS
-from odin_ns.rendering import RendererName, rasterize_fn, resolve_renderer
+from odin_ns.rendering import RendererName, project_visibility, rasterize_fn, resolve_renderer
 from odin_ns.strategy import OdinStrategy
 
 
@@ -154,10 +154,8 @@ class OdinSplatfactoModel(SplatfactoModel):
             return torch.rand(3, generator=generator).to(self.device)
         return self.background_color.to(self.device)
 
-    def render_gaussians(
-        self, camera: Cameras, render_mode: Literal["RGB", "RGB+ED"]
-    ) -> Tuple[torch.Tensor, torch.Tensor, Dict]:
-        """Rasterize the (cropped) Gaussians into ``camera``; returns gsplat's (colors, alphas, info)."""
+    def _rasterization_inputs(self, camera: Cameras) -> Dict:
+        """gsplat ``rasterization`` keyword arguments for the (cropped) Gaussians seen from ``camera``."""
         if self.training:
             camera_to_world = self.camera_optimizer.apply_to_camera(camera)
         else:
@@ -176,8 +174,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         Ks = camera.get_intrinsics_matrices().to(self.device)
         width, height = int(camera.width[0, 0].item()), int(camera.height[0, 0].item())
         camera.rescale_output_resolution(downscale)
-        self.last_size = (height, width)
-        return rasterize_fn(self.renderer)(
+        return dict(
             means=params["means"],
             quats=params["quats"],
             scales=torch.exp(params["scales"]),
@@ -187,15 +184,33 @@ class OdinSplatfactoModel(SplatfactoModel):
             Ks=Ks,
             width=width,
             height=height,
-            packed=False,
             near_plane=0.01,
             far_plane=1e10,
-            render_mode=render_mode,
             sh_degree=sh_degree,
+        )
+
+    def render_gaussians(
+        self, camera: Cameras, render_mode: Literal["RGB", "RGB+ED"]
+    ) -> Tuple[torch.Tensor, torch.Tensor, Dict]:
+        """Rasterize the (cropped) Gaussians into ``camera``; returns gsplat's (colors, alphas, info)."""
+        inputs = self._rasterization_inputs(camera)
+        self.last_size = (inputs["height"], inputs["width"])
+        return rasterize_fn(self.renderer)(
+            **inputs,
+            packed=False,
+            render_mode=render_mode,
             sparse_grad=False,
             absgrad=self.strategy.absgrad,
             rasterize_mode=self.config.rasterize_mode,
         )
+
+    @torch.no_grad()
+    def visible_gaussians(self, camera: Cameras) -> torch.Tensor:
+        """bool [N]: the Gaussians ``camera`` would render (radius > 0), by projection only (Odin's read scope)."""
+        inputs = self._rasterization_inputs(camera)
+        for unused in ("opacities", "colors", "sh_degree"):
+            inputs.pop(unused)
+        return project_visibility(self.renderer, **inputs)
 
     def get_outputs(self, camera: Cameras) -> Dict[str, Union[torch.Tensor, List]]:
         if not isinstance(camera, Cameras):

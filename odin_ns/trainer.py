@@ -1,6 +1,6 @@
 """OdinTrainer: nerfstudio's Trainer with checkpoints that torch >= 2.6 can load.
 
-nerfstudio 1.1.5's scheduler state holds ``numpy.float64`` learning rates; ``torch.load`` defaults to
+nerfstudio 1.1.5's schedulers write ``numpy.float64`` learning rates into scheduler and optimizer state; ``torch.load`` defaults to
 ``weights_only=True`` since torch 2.6 and refuses them, so ``ns-eval`` and ``--load-dir`` fail on stock checkpoints.
 Ours store plain Python numbers instead, which every torch version loads.
 """
@@ -55,7 +55,7 @@ class OdinTrainer(Trainer):
             {
                 "step": step,
                 "pipeline": pipeline.state_dict(),
-                "optimizers": {k: v.state_dict() for k, v in self.optimizers.optimizers.items()},
+                "optimizers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.optimizers.items()}),
                 "schedulers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.schedulers.items()}),
                 "scalers": self.grad_scaler.state_dict(),
             },

@@ -1,8 +1,9 @@
 """odin_ns.kernels against straightforward numpy references, for every backend that can run here.
 
 The torch fallback always runs. The Triton kernels run on CUDA when present and, in CI, on CPU through Triton's
-interpreter: ``test_triton_kernels_under_interpreter`` re-runs this file's Triton cases in a subprocess with
-``TRITON_INTERPRET=1`` (it must be set before triton is imported, so it cannot be toggled inside this process).
+interpreter: ``test_triton_kernels_under_interpreter`` re-runs the Triton cases of this file and of
+test_selective_adam.py in a subprocess with ``TRITON_INTERPRET=1`` (it must be set before triton is imported, so it
+cannot be toggled inside this process).
 """
 
 from __future__ import annotations
@@ -208,12 +209,89 @@ def test_backend_selection(monkeypatch):
 
 @pytest.mark.skipif(not triton_available() or triton_interpreting(), reason="needs triton; runs the interpreter itself")
 def test_triton_kernels_under_interpreter():
-    """Run every triton-cpu case of this file through Triton's interpreter, so CI covers the GPU code path."""
+    """Run the Triton cases of the kernel and optimizer tests through Triton's interpreter (CI's GPU code path)."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     env.pop(BACKEND_ENV_VAR, None)
+    test_files = [__file__, str(Path(__file__).with_name("test_selective_adam.py"))]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "triton-cpu"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_files, "-k", "triton"],
         env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent, timeout=600,
     )
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+def _poison_cuda_allocator() -> None:
+    """Fill cached CUDA blocks with 0xFF (NaN for floats, -1 for ints) so that outputs a kernel allocates with
+    torch.empty, and then fails to write, start as garbage rather than as leftover zeros or correct values."""
+    small = [torch.full((2**19,), 0xFF, dtype=torch.uint8, device="cuda") for _ in range(64)]  # small-block pool
+    large = torch.full((2**28,), 0xFF, dtype=torch.uint8, device="cuda")
+    del small, large
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_triton_matches_fallback_on_gpu(fraction):
+    """Triton vs the torch fallback on fresh random data at a size spanning many blocks; bitmaps bit-exact."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    context = f"seed={seed}"
+    n = 1_000_003
+
+    def run_both(fn):
+        results = []
+        for backend in ("triton", "torch"):
+            _poison_cuda_allocator()
+            results.append(fn(backend))
+        return results
+
+    visibility = torch.rand(3, n, device="cuda", generator=generator) < fraction / 3
+    update = torch.rand(n, device="cuda", generator=generator) < 0.5
+    ours, reference = run_both(lambda b: K.pack_bitmap(visibility, backend=b))
+    assert torch.equal(ours, reference), context
+    read, written = ours, K.pack_bitmap(update)
+    for fn in (K.bitmap_or, K.bitmap_and, K.bitmap_andnot, K.bitmap_and_count):
+        ours, reference = run_both(lambda b: fn(read, written, backend=b))
+        assert torch.equal(ours, reference), f"{fn.__name__} {context}"
+    ours, reference = run_both(lambda b: K.bitmap_count(read, backend=b))
+    assert torch.equal(ours, reference), context
+    ours, reference = run_both(lambda b: K.overlap_ratio(read, written, backend=b))
+    torch.testing.assert_close(ours, reference, msg=context)
+    for fn in (K.bitmap_indices, K.bitmap_to_mask):
+        ours, reference = run_both(lambda b: fn(read, n, backend=b))
+        assert torch.equal(ours, reference), f"{fn.__name__} {context}"
+
+    # Publication: hidden rows bit-identical, scoped rows within float32 rounding of the fallback.
+    shape = (n, 15, 3)
+    state = [torch.randn(shape, device="cuda", generator=generator) for _ in range(3)]
+    state.append(torch.rand(shape, device="cuda", generator=generator))
+    ours, reference = run_both(lambda b: _adam_result(state, read, backend=b))
+    hidden = ~K.bitmap_to_mask(read, n)
+    for got, want, before in zip(ours, reference, state[:1] + state[2:]):
+        assert torch.equal(got[hidden], before[hidden]), context
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6, msg=context)
+
+    # Compaction: gathered buffers bit-exact; scattered rows poisoned with NaN first so skipped rows show.
+    indices = K.bitmap_indices(read, n)[torch.randperm(int(K.bitmap_count(read)), device="cuda", generator=generator)]
+    grads = [torch.randn(n, *s, device="cuda", generator=generator) for s in ((3,), (4,), (1,), (15, 3))]
+    ours, reference = run_both(lambda b: K.gather_rows_packed(grads, indices, backend=b))
+    assert torch.equal(ours, reference), context
+    new_rows = torch.randn_like(ours)
+    ours, reference = run_both(lambda b: _scatter_result(grads, indices, new_rows, backend=b))
+    for got, want in zip(ours, reference):
+        assert torch.equal(got, want), context
+
+
+def _adam_result(state: list[torch.Tensor], rows: torch.Tensor, backend: str) -> list[torch.Tensor]:
+    param, grad, exp_avg, exp_avg_sq = (t.clone() for t in state)
+    K.selective_adam_step(param, grad, exp_avg, exp_avg_sq, rows, 1e-3, 0.9, 0.999, 1e-15, 7, backend=backend)
+    return [param, exp_avg, exp_avg_sq]
+
+
+def _scatter_result(tensors: list[torch.Tensor], indices: torch.Tensor, buf: torch.Tensor, backend: str):
+    targets = [t.clone() for t in tensors]
+    for target in targets:
+        target[indices] = float("nan")
+    K.scatter_rows_packed(targets, indices, buf, backend=backend)
+    return targets

@@ -9,9 +9,10 @@ from the SfM points.
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Literal, Optional, Type
+from typing import Dict, Literal, Optional, Type
 
 from nerfstudio.data.dataparsers.base_dataparser import DataparserOutputs
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParser, ColmapDataParserConfig
@@ -19,6 +20,7 @@ from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataPars
 from nerfstudio.data.utils import colmap_parsing_utils as colmap_io
 from nerfstudio.utils.rich_utils import CONSOLE
 from PIL import Image, UnidentifiedImageError
+from tqdm import tqdm
 
 COLMAP_MODEL_DIRS = (Path("sparse/0"), Path("colmap/sparse/0"), Path("sparse"))
 
@@ -127,25 +129,24 @@ class OdinDataParser(ColmapDataParser):
         return super()._generate_dataparser_outputs(split, **kwargs)
 
     def _write_missing_downscaled_images(self, model_relative: Path) -> None:
-        """Write images_<d>/ when a downscale factor asks for it, instead of nerfstudio's interactive question."""
+        """Write images_<d>/ when a downscale factor asks for it, instead of nerfstudio's interactive question
+        (which also needs ffmpeg); written to a temporary folder and renamed, so a failure leaves nothing behind."""
         factor = self.config.downscale_factor or 1
         self._downscale_factor = factor
-        if factor == 1:
-            return
         source = self.config.data / self.config.images_path
         target = source.parent / f"{source.name}_{factor}"
-        _, images = read_colmap_cameras_and_images(self.config.data / model_relative)
-        sources: List[Path] = [source / image.name for image in images.values()]
-        if all((target / path.relative_to(source)).exists() for path in sources):
+        if factor == 1 or target.exists():
             return
-        CONSOLE.log(f"writing {factor}x downscaled images to {target}")
-        self._downscale_images(
-            sources,
-            lambda path: target / path.relative_to(source),
-            factor,
-            self.config.downscale_rounding_mode,
-            nearest_neighbor=False,
-        )
+        _, images = read_colmap_cameras_and_images(self.config.data / model_relative)
+        partial = target.parent / f".{target.name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        for image in tqdm(list(images.values()), desc=f"writing {target.name}", unit="image"):
+            destination = partial / image.name
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with Image.open(source / image.name) as original:
+                size = (original.width // factor, original.height // factor)
+                original.resize(size, Image.Resampling.LANCZOS).save(destination)
+        partial.rename(target)
 
     def _nerfstudio_outputs(self, split: str) -> DataparserOutputs:
         """nerfstudio layout; loads seed points only when transforms.json names its point cloud (else it would ask)."""

@@ -6,6 +6,7 @@ GPU code path); the torch fallback serves CPU tensors and is the reference the k
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from types import ModuleType
@@ -16,6 +17,7 @@ BACKENDS = ("auto", "triton", "torch")
 BACKEND_ENV_VAR = "ODIN_KERNELS"
 
 
+@functools.cache
 def triton_available() -> bool:
     """True when the triton package is installed (it is optional on platforms without a wheel)."""
     return importlib.util.find_spec("triton") is not None

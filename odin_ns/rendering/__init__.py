@@ -43,3 +43,32 @@ def rasterize_fn(renderer: Literal["gsplat", "reference"]) -> Callable:
     from odin_ns.rendering.reference import rasterize_reference
 
     return rasterize_reference
+
+
+@torch.no_grad()
+def project_visibility(
+    renderer: Literal["gsplat", "reference"],
+    means: torch.Tensor,
+    quats: torch.Tensor,
+    scales: torch.Tensor,
+    viewmats: torch.Tensor,
+    Ks: torch.Tensor,
+    width: int,
+    height: int,
+    near_plane: float,
+    far_plane: float,
+) -> torch.Tensor:
+    """bool [N]: Gaussians with a non-zero screen radius in any camera, by the same projection the backend renders
+    with (so it equals ``rasterize(...)[2]["radii"] > 0``), without rasterizing: Odin's cheap read-scope pass."""
+    if renderer == "gsplat":
+        from gsplat.cuda._wrapper import fully_fused_projection
+
+        radii = fully_fused_projection(
+            means, None, quats, scales, viewmats, Ks, width, height, near_plane=near_plane, far_plane=far_plane
+        )[0]
+    else:
+        from gsplat.cuda._torch_impl import _fully_fused_projection, _quat_scale_to_covar_preci
+
+        covars, _ = _quat_scale_to_covar_preci(quats, scales, compute_covar=True, compute_preci=False, triu=False)
+        radii = _fully_fused_projection(means, covars, viewmats, Ks, width, height, near_plane=near_plane, far_plane=far_plane)[0]
+    return (radii > 0).any(dim=0)

@@ -10,8 +10,8 @@ Compositing is tile-based and vectorized (no Python loop over Gaussians or pixel
 
 1. every visible Gaussian is paired with each tile its 3-sigma square overlaps (gsplat's ``isect_tiles`` rule),
    pairs ordered by (camera, tile, depth);
-2. without autograd, alphas are evaluated for [pairs, tile pixels] in chunks of tiles; the hits
-   (alpha >= 1/255) are re-ordered into one depth-ordered run per pixel by a counting sort;
+2. without autograd, sigmas are evaluated densely for [tile pixels, pairs] in chunks of whole tiles; reading the
+   hits (sigma >= 0, alpha >= 1/255) out pixel-major yields one depth-ordered run per pixel without a sort;
 3. still without autograd, the per-pixel transmittance drops hits after the pixel saturates (gsplat stops when
    the transmittance would fall to 1e-4 or below, exclusive);
 4. with autograd, only the remaining hits are evaluated again and blended front to back: the transmittance is
@@ -34,8 +34,8 @@ ALPHA_MAX = 0.999
 TRANSMITTANCE_MIN = 1e-4
 """gsplat stops blending a pixel before the Gaussian that would bring its transmittance to this or below."""
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
-CANDIDATES_PER_CHUNK = 1 << 22
-"""(pair, pixel) alpha evaluations per chunk of tiles: bounds the memory of the search for hits."""
+CANDIDATES_PER_CHUNK = 1 << 20
+"""(pair, pixel) sigma evaluations per chunk of tiles: bounds the memory of the search for hits."""
 
 
 def rasterize_reference(
@@ -170,30 +170,23 @@ def rasterize_to_pixels_reference(
     """
     grid = _TileGrid(means2d.shape[0], width, height, tile_size)
     pair_gauss, pair_tile, tiles_per_gauss = _intersect_tiles(means2d, radii, depths, grid)
-    means2d_flat = means2d.reshape(-1, 2)
-    conics_flat = conics.reshape(-1, 3)
-    opacities_flat = opacities.reshape(-1)
-    colors_flat = colors.reshape(-1, colors.shape[-1])
+    n_channels = colors.shape[-1]
+    # one gather per hit (and one scatter-add in backward) instead of one per attribute
+    splats = torch.cat(
+        [means2d.reshape(-1, 2), conics.reshape(-1, 3), opacities.reshape(-1, 1), colors.reshape(-1, n_channels)], 1
+    )
 
     with torch.no_grad():
-        hit_gauss, hit_slot = _find_hits(pair_gauss, pair_tile, means2d_flat, conics_flat, opacities_flat, grid)
-        alphas, _ = _splat_alphas(
-            means2d_flat[hit_gauss], conics_flat[hit_gauss], opacities_flat[hit_gauss], grid.pixel_centers(hit_slot, means2d_flat.dtype)
-        )
-        blended = _exclusive_transmittance(alphas, hit_slot) * (1.0 - alphas) > TRANSMITTANCE_MIN
-        hit_gauss, hit_slot = hit_gauss[blended], hit_slot[blended]
+        hit_gauss, hit_slot, hit_centers, hit_alphas = _find_hits(pair_gauss, pair_tile, splats, grid)
+        transmittance = _exclusive_transmittance(hit_alphas, hit_slot)
+        blended = torch.nonzero(transmittance * (1.0 - hit_alphas) > TRANSMITTANCE_MIN).squeeze(1)
+        hit_gauss, hit_slot, hit_centers = (column.index_select(0, blended) for column in (hit_gauss, hit_slot, hit_centers))
 
-    alphas, _ = _splat_alphas(
-        means2d_flat.index_select(0, hit_gauss),
-        conics_flat.index_select(0, hit_gauss),
-        opacities_flat.index_select(0, hit_gauss),
-        grid.pixel_centers(hit_slot, means2d_flat.dtype),
-    )
+    hit_means, hit_conics, hit_opacities, hit_colors = splats.index_select(0, hit_gauss).split([2, 3, 1, n_channels], 1)
+    alphas = _splat_alphas(hit_means - hit_centers, hit_conics, hit_opacities.squeeze(1))
     weights = (alphas * _exclusive_transmittance(alphas, hit_slot))[:, None]
-    slot_colors = colors_flat.new_zeros(grid.n_slots, colors_flat.shape[1]).index_add(
-        0, hit_slot, weights * colors_flat.index_select(0, hit_gauss)
-    )
-    slot_alphas = weights.new_zeros(grid.n_slots, 1).index_add(0, hit_slot, weights)
+    slot_colors = splats.new_zeros(grid.n_slots, n_channels).index_add(0, hit_slot, weights * hit_colors)
+    slot_alphas = splats.new_zeros(grid.n_slots, 1).index_add(0, hit_slot, weights)
     render_colors = grid.to_images(slot_colors)
     render_alphas = grid.to_images(slot_alphas)
     if backgrounds is not None:
@@ -223,12 +216,6 @@ class _TileGrid:
         pixel = torch.arange(self.tile_area, device=device)
         offsets = torch.stack([pixel % self.tile_size, torch.div(pixel, self.tile_size, rounding_mode="floor")], -1)
         return offsets.to(dtype) + 0.5
-
-    def pixel_centers(self, slots: Tensor, dtype: torch.dtype) -> Tensor:
-        """[..., 2] (x, y) pixel-centre coordinates of slot ids [...]."""
-        tiles = torch.div(slots, self.tile_area, rounding_mode="floor")
-        offsets = self.pixel_offsets(dtype, slots.device)[slots - tiles * self.tile_area]
-        return self.tile_origins(tiles).to(dtype) + offsets
 
     def to_images(self, slot_values: Tensor) -> Tensor:
         """Rearrange per-slot values [n_slots, D] into images [C, H, W, D] (padding pixels of edge tiles dropped)."""
@@ -272,49 +259,35 @@ def _intersect_tiles(means2d: Tensor, radii: Tensor, depths: Tensor, grid: _Tile
     return pair_gauss[by_tile], pair_tile, tiles_per_gauss.view(radii.shape)
 
 
-def _find_hits(
-    pair_gauss: Tensor,
-    pair_tile: Tensor,
-    means2d_flat: Tensor,
-    conics_flat: Tensor,
-    opacities_flat: Tensor,
-    grid: _TileGrid,
-) -> Tuple[Tensor, Tensor]:
-    """All (Gaussian, pixel slot) hits with sigma >= 0 and alpha >= 1/255, grouped by slot, nearest first.
+def _find_hits(pair_gauss: Tensor, pair_tile: Tensor, splats: Tensor, grid: _TileGrid) -> Tuple[Tensor, ...]:
+    """All (Gaussian, pixel slot) hits with sigma >= 0 and alpha >= 1/255, each slot's hits contiguous, nearest first.
 
-    Alphas are evaluated densely for [pairs of a chunk of tiles, tile pixels]. A hit's rank inside its pixel is
-    the number of hits for the same pixel in earlier (nearer) pairs of its tile, so a counting sort puts every
-    pixel's hits into one depth-ordered run without sorting the (large) hit list.
+    Sigmas are evaluated densely for [tile pixels, pairs of a chunk of whole tiles]. Reading the hits out
+    pixel-major groups them by (pixel, tile) while keeping the pairs' (tile, depth) order inside a group, so the
+    (large) hit list needs no sort. Pixels of edge tiles that lie outside the image are kept: they only fill
+    slots that ``to_images`` drops. ``splats`` rows are (mean x, mean y, conic a, b, c, opacity, ...).
+
+    Returns hit Gaussian ids (into C * N), slot ids, pixel centres [hits, 2] and alphas.
     """
-    device = pair_tile.device
+    pixel_offsets = grid.pixel_offsets(splats.dtype, pair_tile.device)
     _, pairs_per_tile = torch.unique_consecutive(pair_tile, return_counts=True)
-    tile_first_pair = torch.repeat_interleave(torch.cumsum(pairs_per_tile, 0) - pairs_per_tile, pairs_per_tile)
-    pixel_offsets = grid.pixel_offsets(means2d_flat.dtype, device)
-    hit_pairs, hit_slots, hit_ranks = [], [], []
+    hits = []
     for start, end in _chunk_bounds(pairs_per_tile.tolist(), max(1, CANDIDATES_PER_CHUNK // grid.tile_area)):
-        gauss = pair_gauss[start:end]
-        centers = grid.tile_origins(pair_tile[start:end]).to(pixel_offsets.dtype)[:, None, :] + pixel_offsets
-        alphas, sigmas = _splat_alphas(
-            means2d_flat[gauss][:, None], conics_flat[gauss][:, None], opacities_flat[gauss][:, None], centers
-        )
-        hit = (sigmas >= 0) & (alphas >= ALPHA_MIN) & (centers[..., 0] < grid.width) & (centers[..., 1] < grid.height)
-        hit_count = hit.int()
-        hits_before = torch.cumsum(hit_count, 0, dtype=torch.int32) - hit_count
-        rows, pixels = torch.nonzero(hit, as_tuple=True)
-        first_rows = tile_first_pair[start:end][rows] - start
-        hit_pairs.append(rows + start)
-        hit_slots.append(pair_tile[start:end][rows] * grid.tile_area + pixels)
-        hit_ranks.append((hits_before[rows, pixels] - hits_before[first_rows, pixels]).long())
-
-    empty = torch.zeros(0, dtype=torch.long, device=device)
-    hit_pair = torch.cat(hit_pairs) if hit_pairs else empty
-    hit_slot = torch.cat(hit_slots) if hit_slots else empty
-    hit_rank = torch.cat(hit_ranks) if hit_ranks else empty
-    hits_per_slot = torch.bincount(hit_slot, minlength=grid.n_slots)
-    slot_first_hit = torch.cumsum(hits_per_slot, 0) - hits_per_slot
-    order = torch.empty_like(hit_slot)
-    order[slot_first_hit[hit_slot] + hit_rank] = torch.arange(len(hit_slot), device=device)
-    return pair_gauss[hit_pair[order]], hit_slot[order]
+        gauss, tiles = pair_gauss[start:end], pair_tile[start:end]
+        pair_splats = splats[gauss, :6]
+        origins = grid.tile_origins(tiles).to(splats.dtype)
+        mean_in_tile = pair_splats[:, 0:2] - origins
+        dx = mean_in_tile[None, :, 0] - pixel_offsets[:, 0, None]
+        dy = mean_in_tile[None, :, 1] - pixel_offsets[:, 1, None]
+        sigmas = _splat_sigmas(dx, dy, pair_splats[None, :, 2:5])
+        hit = (sigmas >= 0) & (sigmas <= torch.log(pair_splats[:, 5] / ALPHA_MIN))
+        pixels, pairs = torch.nonzero(hit, as_tuple=True)
+        alphas = _alphas_from_sigmas(pair_splats[:, 5].index_select(0, pairs), sigmas[hit])
+        centers = origins.index_select(0, pairs) + pixel_offsets.index_select(0, pixels)
+        hits.append((gauss.index_select(0, pairs), tiles.index_select(0, pairs) * grid.tile_area + pixels, centers, alphas))
+    if not hits:  # nothing visible
+        return pair_gauss, pair_tile, splats.new_zeros(0, 2), splats.new_zeros(0)
+    return tuple(torch.cat(columns) for columns in zip(*hits))
 
 
 def _chunk_bounds(pairs_per_tile: list, max_pairs: int) -> list:
@@ -330,13 +303,20 @@ def _chunk_bounds(pairs_per_tile: list, max_pairs: int) -> list:
     return bounds
 
 
-def _splat_alphas(means2d: Tensor, conics: Tensor, opacities: Tensor, centers: Tensor) -> Tuple[Tensor, Tensor]:
-    """gsplat's per-pixel alpha = min(0.999, opacity * exp(-sigma)) and sigma (half the Mahalanobis distance)."""
-    dx = means2d[..., 0] - centers[..., 0]
-    dy = means2d[..., 1] - centers[..., 1]
-    sigmas = 0.5 * (conics[..., 0] * dx * dx + conics[..., 2] * dy * dy) + conics[..., 1] * dx * dy
-    alphas = torch.clamp(opacities * torch.exp(-sigmas), max=ALPHA_MAX)
-    return alphas, sigmas
+def _splat_sigmas(dx: Tensor, dy: Tensor, conics: Tensor) -> Tensor:
+    """gsplat's sigma = 0.5 (a dx^2 + c dy^2) + b dx dy for offsets mean - pixel and conics (a, b, c) [..., 3]."""
+    a, b, c = conics.unbind(-1)
+    return dx * (0.5 * a * dx + b * dy) + 0.5 * c * dy * dy
+
+
+def _splat_alphas(offsets: Tensor, conics: Tensor, opacities: Tensor) -> Tensor:
+    """Alpha of Gaussians at pixels, from mean - pixel offsets [..., 2]."""
+    return _alphas_from_sigmas(opacities, _splat_sigmas(offsets[..., 0], offsets[..., 1], conics))
+
+
+def _alphas_from_sigmas(opacities: Tensor, sigmas: Tensor) -> Tensor:
+    """gsplat's alpha = min(0.999, opacity * exp(-sigma))."""
+    return torch.clamp(opacities * torch.exp(-sigmas), max=ALPHA_MAX)
 
 
 def _exclusive_transmittance(alphas: Tensor, slots: Tensor) -> Tensor:

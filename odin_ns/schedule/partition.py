@@ -81,13 +81,14 @@ def spectral_embedding(weights: sp.csr_matrix, dims: int, seed: int = 0) -> np.n
     degrees = np.asarray(weights.sum(axis=1)).reshape(-1)
     regularised = degrees + max(float(degrees.mean()), 1e-12)
     scale = sp.diags(1.0 / np.sqrt(regularised))
-    normalised = (scale @ weights @ scale).tocsr()
+    normalised = (scale @ weights.astype(np.float64) @ scale).tocsr()
     num_views = weights.shape[0]
     if num_views <= max(_DENSE_EIGEN_LIMIT, dims + 1):
         _, vectors = scipy.linalg.eigh(normalised.toarray(), subset_by_index=(num_views - dims, num_views - 1))
     else:
         start = np.random.default_rng(seed).standard_normal(num_views)
-        _, vectors = scipy.sparse.linalg.eigsh(normalised, k=dims, which="LA", v0=start, tol=1e-6)
+        # k-means needs the embedding to a few digits only; tighter tolerances cost seconds at 50k views.
+        _, vectors = scipy.sparse.linalg.eigsh(normalised, k=dims, which="LA", v0=start, tol=1e-4)
     # Eigenvector signs are arbitrary; fixing them makes the embedding (and thus the regions) reproducible.
     signs = np.sign(vectors[np.abs(vectors).argmax(axis=0), np.arange(dims)])
     vectors = vectors * np.where(signs == 0, 1.0, signs)

@@ -62,23 +62,24 @@ def cap_track_length(incidence: sp.csr_matrix, max_track_length: int) -> sp.csr_
 
 def jaccard_weights(incidence: sp.csr_matrix) -> sp.csr_matrix:
     """Jaccard overlap of the point sets of every pair of views that share a point (diagonal excluded)."""
-    shared = (incidence @ incidence.T).tocoo()
-    observed = incidence.getnnz(axis=1)
-    off_diagonal = shared.row != shared.col
-    rows, cols = shared.row[off_diagonal], shared.col[off_diagonal]
+    shared = incidence @ incidence.T
+    num_views = shared.shape[0]
+    rows = np.repeat(np.arange(num_views), np.diff(shared.indptr))
+    off_diagonal = shared.indices != rows
+    rows, cols = rows[off_diagonal], shared.indices[off_diagonal]
     counts = shared.data[off_diagonal].astype(np.float64)
-    union = observed[rows] + observed[cols] - counts
-    return sp.csr_matrix((counts / union, (rows, cols)), shape=shared.shape, dtype=np.float32)
+    observed = incidence.getnnz(axis=1)
+    jaccard = (counts / (observed[rows] + observed[cols] - counts)).astype(np.float32)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=num_views))])
+    return sp.csr_matrix((jaccard, cols, indptr), shape=shared.shape)
 
 
 def keep_top_k(weights: sp.csr_matrix, top_k: int) -> sp.csr_matrix:
     """Keep each view's top_k strongest edges; an edge survives if either endpoint keeps it (symmetric)."""
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
-    weights = weights.tocsr()
-    weights.sort_indices()
     rows = np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))
-    order = np.lexsort((-weights.data, rows))
+    order = np.lexsort((weights.indices, -weights.data, rows))
     rank_in_row = np.empty(len(order), dtype=np.int64)
     rank_in_row[order] = np.arange(len(order)) - weights.indptr[rows[order]]
     kept = rank_in_row < top_k

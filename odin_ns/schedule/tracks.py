@@ -30,9 +30,6 @@ SFM_TRACKS = "sfm-tracks"
 SEED_POINTS = "seed-points"
 CAMERA_FRUSTA = "camera-frusta"
 
-COLMAP_RECONSTRUCTION_DIRS = ("colmap/sparse/0", "sparse/0", "sparse")
-"""Where nerfstudio's ns-process-data and plain COLMAP put the reconstruction, relative to a dataset."""
-
 MAX_PROJECTED_POINTS = 200_000
 """Seed points projected for co-visibility: projection costs views x points, and a random subset of this size
 already gives every view hundreds of hits, which is all a Jaccard overlap needs."""
@@ -103,14 +100,6 @@ def view_names(paths: Sequence[Path | str]) -> list[str]:
         return []
     root = os.path.commonpath([str(Path(p).parent) for p in paths])
     return [Path(os.path.relpath(p, root)).as_posix() for p in paths]
-
-
-def find_colmap_reconstruction(data: Path) -> Optional[Path]:
-    """The COLMAP reconstruction folder of a dataset, or None when it has none."""
-    for candidate in COLMAP_RECONSTRUCTION_DIRS:
-        if _has_reconstruction(data / candidate):
-            return data / candidate
-    return None
 
 
 def _has_reconstruction(recon_dir: Path) -> bool:

@@ -1,0 +1,29 @@
+"""``odin-ns``: the project's command line (demo scene, AOT plan, benchmarks).
+
+Each subcommand is a dataclass with a ``main()`` method, defined next to the code it drives; this module only
+names them.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Type
+
+import tyro
+
+
+def subcommands() -> Dict[str, Type]:
+    """Subcommand name -> command dataclass."""
+    from odin_ns.data.demo_scene import DemoSceneCommand
+
+    commands: Dict[str, Type] = {"demo-scene": DemoSceneCommand}
+    return commands
+
+
+def entrypoint() -> None:
+    """Parse the command line and run the chosen subcommand."""
+    command = tyro.extras.subcommand_cli_from_dict(subcommands())
+    command.main()
+
+
+if __name__ == "__main__":
+    entrypoint()

@@ -1,0 +1,200 @@
+"""Gradient exchange by row buckets: asynchronous collectives, bucket packing, and statistic reductions.
+
+A bucket is a range of Gaussian indices (rows) holding every row-aligned gradient tensor side by side, so a unit's
+exchange is a handful of large all-reduces rather than one per tensor, and a consumer that needs only some rows waits
+only for the buckets holding them. A dense bucket carries all its rows; a scoped bucket only the rows of the update
+scope (compacted with ``gather_rows_packed``), which is cheaper when few Gaussians were seen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+import torch
+import torch.distributed as dist
+
+from odin_ns.comm.process_group import naming_peer_failures, wait_for
+from odin_ns.kernels import BITS_PER_WORD, gather_rows_packed, scatter_rows_packed
+
+RowRange = tuple[int, int]
+STATISTIC_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+
+
+class Clock(Protocol):
+    """Source of timestamps (host seconds, or CUDA events on the current stream)."""
+
+    def now(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RowBuckets:
+    """Rows [0, num_rows) cut into consecutive ranges of ``rows_per_bucket`` rows, one collective each.
+
+    ``rows_per_bucket`` is a multiple of 32, so every range starts on a word of a scope bitmap and the hazard checks
+    can slice bitmaps per bucket without shifting bits.
+    """
+
+    num_rows: int
+    rows_per_bucket: int
+
+    @classmethod
+    def for_tensors(cls, tensors: Sequence[torch.Tensor], bucket_bytes: int) -> RowBuckets:
+        """Buckets of about ``bucket_bytes`` of packed rows of ``tensors`` (row-aligned [N, ...])."""
+        if bucket_bytes <= 0:
+            raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
+        bytes_per_row = sum(math.prod(t.shape[1:]) * t.element_size() for t in tensors)
+        whole_words = bucket_bytes // max(bytes_per_row, 1) // BITS_PER_WORD * BITS_PER_WORD
+        return cls(num_rows=tensors[0].shape[0], rows_per_bucket=max(BITS_PER_WORD, whole_words))
+
+    @property
+    def ranges(self) -> list[RowRange]:
+        return [(lo, min(lo + self.rows_per_bucket, self.num_rows)) for lo in range(0, self.num_rows, self.rows_per_bucket)]
+
+
+def pack_rows(tensors: Sequence[torch.Tensor], row_range: RowRange, indices: torch.Tensor | None = None) -> torch.Tensor:
+    """One [rows, sum(D)] buffer of the rows of ``row_range`` (dense) or of just ``indices`` within it (scoped)."""
+    if indices is not None:
+        return gather_rows_packed(list(tensors), indices)
+    lo, hi = row_range
+    return torch.cat([t[lo:hi].reshape(hi - lo, -1) for t in tensors], dim=1)
+
+
+def unpack_rows(
+    tensors: Sequence[torch.Tensor], row_range: RowRange, indices: torch.Tensor | None, buffer: torch.Tensor
+) -> None:
+    """Write a buffer made by ``pack_rows`` back into the rows it came from."""
+    if indices is not None:
+        scatter_rows_packed(list(tensors), indices, buffer)
+        return
+    lo, hi = row_range
+    widths = [math.prod(t.shape[1:]) for t in tensors]
+    for tensor, columns in zip(tensors, buffer.split(widths, dim=1)):
+        tensor[lo:hi].view(hi - lo, -1).copy_(columns)
+
+
+class Collective:
+    """An asynchronous collective in flight, with timestamps of its launch and its (observed) completion.
+
+    On CUDA the collective is launched from ``stream`` after it waits for the compute stream (so packed buffers are
+    complete), and the stream itself waits for NCCL, so completion is an event: consumers make their stream wait on
+    it and the host never blocks. On the CPU (gloo) ``wait`` blocks the host, bounded by ``timeout``.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        output: torch.Tensor,
+        payload_bytes: int,
+        launch: Callable[[], dist.Work],
+        timeout: timedelta,
+        clock: Clock,
+        stream: torch.cuda.Stream | None,
+    ):
+        self.what = what
+        self.output = output
+        self.payload_bytes = payload_bytes
+        self._timeout = timeout
+        self._clock = clock
+        self._work: dist.Work | None = None
+        self._done_event: torch.cuda.Event | None = None
+        if stream is None:
+            self.started = clock.now()
+            with naming_peer_failures(what, timeout):
+                self._work = launch()
+            self.finished: Any = None
+            return
+        stream.wait_stream(torch.cuda.current_stream(stream.device))
+        with torch.cuda.stream(stream), naming_peer_failures(what, timeout):
+            self.started = clock.now()
+            launch().wait()
+            self.finished = clock.now()
+            self._done_event = torch.cuda.Event()
+            self._done_event.record(stream)
+
+    def wait(self) -> torch.Tensor:
+        """The collective's output, once usable by work queued after this call on the current stream."""
+        if self._done_event is not None:
+            torch.cuda.current_stream(self.output.device).wait_event(self._done_event)
+        elif self._work is not None:
+            wait_for(self._work, self.what, self._timeout)
+            self.finished = self._clock.now()
+            self._work = None
+        return self.output
+
+
+def all_gather_async(
+    local: torch.Tensor,
+    what: str,
+    timeout: timedelta,
+    clock: Clock,
+    stream: torch.cuda.Stream | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> Collective:
+    """Gather ``local`` from every rank into a [world_size, *local.shape] tensor."""
+    local = local.contiguous()
+    output = local.new_empty((dist.get_world_size(group), *local.shape))
+    return Collective(
+        what,
+        output,
+        local.numel() * local.element_size(),
+        lambda: dist.all_gather_single(output.view(-1), local.view(-1), group=group, async_op=True),
+        timeout,
+        clock,
+        stream,
+    )
+
+
+def all_reduce_sum_async(
+    buffer: torch.Tensor,
+    what: str,
+    timeout: timedelta,
+    clock: Clock,
+    stream: torch.cuda.Stream | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> Collective:
+    """Sum ``buffer`` over ranks in place."""
+    return Collective(
+        what,
+        buffer,
+        buffer.numel() * buffer.element_size(),
+        lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group, async_op=True),
+        timeout,
+        clock,
+        stream,
+    )
+
+
+def all_reduce_statistics(
+    statistics: Mapping[str, torch.Tensor],
+    ops: Mapping[str, str],
+    timeout: timedelta,
+    group: dist.ProcessGroup | None = None,
+) -> dict[str, torch.Tensor]:
+    """Each statistic summed or maxed over ranks (``ops[name]`` is "sum" or "max"), so decisions taken from them
+    (densify, prune) are identical on every rank.
+
+    Statistics sharing an op, dtype and device travel in one flat buffer: one blocking collective per such group.
+    """
+    missing = [name for name in statistics if name not in ops]
+    if missing:
+        raise ValueError(f"no reduction op given for statistic(s) {missing}")
+    bad = {name: op for name, op in ops.items() if op not in STATISTIC_OPS}
+    if bad:
+        raise ValueError(f"reduction ops must be one of {sorted(STATISTIC_OPS)}, got {bad}")
+    groups: dict[tuple[str, torch.dtype, torch.device], list[str]] = {}
+    for name, tensor in statistics.items():
+        groups.setdefault((ops[name], tensor.dtype, tensor.device), []).append(name)
+    reduced: dict[str, torch.Tensor] = {}
+    for (op, _, _), names in groups.items():
+        flat = torch.cat([statistics[name].reshape(-1) for name in names])
+        what = f"all-reduce ({op}) of statistics {names}"
+        with naming_peer_failures(what, timeout):
+            work = dist.all_reduce(flat, op=STATISTIC_OPS[op], group=group, async_op=True)
+        wait_for(work, what, timeout)
+        for name, values in zip(names, flat.split([statistics[name].numel() for name in names])):
+            reduced[name] = values.view_as(statistics[name])
+    return {name: reduced[name] for name in statistics}

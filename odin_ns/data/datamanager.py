@@ -1,0 +1,206 @@
+"""Training views served in the order of the static Odin schedule, one unit per step, each rank its share.
+
+``OdinDataManager`` keeps nerfstudio's ``FullImageDatamanager`` (image caching, undistortion, eval path) and only
+replaces which training views ``next_train(step)`` returns: those the AOT plan (odin_ns.schedule.plan) assigns to
+this rank at that step. ``PlanCommand`` (``odin-ns plan``) builds the same plan ahead of time with the same
+dataparser, so a plan file made once can be handed to every rank via ``plan_path``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Dict, List, Literal, Optional, Tuple, Type, Union
+
+import numpy as np
+import torch
+from nerfstudio.cameras.cameras import Cameras
+from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig, DataparserOutputs
+from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
+from nerfstudio.utils.rich_utils import CONSOLE
+
+from odin_ns.data.dataparser import OdinDataParserConfig
+from odin_ns.schedule.figure import draw_plan
+from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS
+from odin_ns.schedule.plan import Order, SchedulePlan, build_plan
+from odin_ns.schedule.rlg import DEFAULT_MAX_TRACK_LENGTH, DEFAULT_TOP_K
+from odin_ns.schedule.tracks import ViewCameras, view_names
+
+
+def plan_training_views(
+    outputs: DataparserOutputs, dataparser_config: DataParserConfig, **plan_options
+) -> SchedulePlan:
+    """AOT plan of the training split a dataparser produced; SfM tracks when it read a COLMAP model."""
+    recon_dir = None
+    if isinstance(dataparser_config, ColmapDataParserConfig) and dataparser_config.colmap_path is not None:
+        recon_dir = dataparser_config.data / dataparser_config.colmap_path
+    seed_points = outputs.metadata.get("points3D_xyz")
+    return build_plan(
+        outputs.image_filenames,
+        ViewCameras.from_nerfstudio(outputs.cameras),
+        recon_dir=recon_dir,
+        seed_points=None if seed_points is None else np.asarray(seed_points),
+        **plan_options,
+    )
+
+
+def _rank_and_world_size(fallback_rank: int, fallback_world_size: int) -> Tuple[int, int]:
+    """Global rank and world size from torch.distributed; nerfstudio's (local) values only without it."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return fallback_rank, fallback_world_size
+
+
+def _stack_views(views: List[Dict]) -> Dict:
+    """One batch dict from several cached views: tensors stacked on a new first axis, other values listed."""
+    shapes = {tuple(view["image"].shape) for view in views}
+    if len(shapes) > 1:
+        raise ValueError(f"views_per_rank > 1 needs training images of one size, got {sorted(shapes)}")
+    return {
+        key: torch.stack([view[key] for view in views]) if torch.is_tensor(views[0][key]) else [v[key] for v in views]
+        for key in views[0]
+    }
+
+
+@dataclass
+class OdinDataManagerConfig(FullImageDatamanagerConfig):
+    """FullImageDatamanager serving training views in the order of the static Odin schedule."""
+
+    _target: Type = field(default_factory=lambda: OdinDataManager)
+    order: Order = "rlg"
+    """rlg: consecutive steps rotate through weakly coupled regions of the RLG; random: plain shuffle (baseline)."""
+    views_per_rank: int = 1
+    """Views each rank renders per step (global batch = world size x views_per_rank)."""
+    num_regions: int = DEFAULT_NUM_REGIONS
+    plan_path: Optional[Path] = None
+    """Plan written by ``odin-ns plan``; None builds it at start-up (seeded by train_cameras_sampling_seed)."""
+    top_k: int = DEFAULT_TOP_K
+    max_track_length: int = DEFAULT_MAX_TRACK_LENGTH
+
+
+class OdinDataManager(FullImageDatamanager):
+    """Serves, at every step, this rank's views of the plan's unit for that step.
+
+    Rank and world size come from torch.distributed when it is initialised, else from the constructor's
+    ``local_rank`` and ``world_size`` (a single process: 0 and 1).
+    """
+
+    config: OdinDataManagerConfig
+
+    def __init__(
+        self,
+        config: OdinDataManagerConfig,
+        device: Union[torch.device, str] = "cpu",
+        test_mode: Literal["test", "val", "inference"] = "val",
+        world_size: int = 1,
+        local_rank: int = 0,
+        **kwargs,
+    ):
+        super().__init__(config, device, test_mode, world_size, local_rank, **kwargs)
+        self.rank, self.num_ranks = _rank_and_world_size(local_rank, world_size)
+
+    @cached_property
+    def plan(self) -> SchedulePlan:
+        """The schedule, built (or loaded and checked against the training views) on first use."""
+        config = self.config
+        if config.plan_path is not None:
+            plan = SchedulePlan.load(config.plan_path)
+            plan.check_views(view_names(self.train_dataset.image_filenames))
+            plan = plan.with_batch(self.num_ranks, config.views_per_rank, config.order)
+            CONSOLE.log(f"Odin schedule loaded from {config.plan_path}")
+        else:
+            plan = plan_training_views(
+                self.train_dataparser_outputs,
+                config.dataparser,
+                world_size=self.num_ranks,
+                views_per_rank=config.views_per_rank,
+                num_regions=config.num_regions,
+                order=config.order,
+                seed=config.train_cameras_sampling_seed,
+                top_k=config.top_k,
+                max_track_length=config.max_track_length,
+            )
+            seconds = plan.settings["aot_seconds"]
+            CONSOLE.log(
+                f"Odin AOT schedule ({plan.graph.source}) took {seconds['total']:.2f} s: graph {seconds['graph']:.2f}, "
+                f"partition {seconds['partition']:.2f}, order {seconds['order']:.2f} (reading {seconds['observations']:.2f})"
+            )
+        summary = plan.summary()
+        CONSOLE.log(
+            f"Odin schedule: {plan.num_views} views, regions {summary['regions']} "
+            f"({summary['intra_region_weight_fraction']:.0%} of RLG weight inside), {plan.units_per_epoch} units of "
+            f"{plan.world_size}x{plan.views_per_rank} per epoch, order {plan.order}, "
+            f"{summary['admissible_window_fraction']:.0%} of overlap windows admissible"
+        )
+        return plan
+
+    def unit_views(self, step: int) -> List[List[int]]:
+        """Training-view indices of the unit of a step, one list per rank."""
+        return self.plan.unit_views(step)
+
+    def next_train(self, step: int) -> Tuple[Cameras, Dict]:
+        """This rank's cameras and data for the unit of ``step``.
+
+        One view per rank: the parent's contract (a (1,)-shaped Cameras, an (H, W, C) image, int ``cam_idx``). More:
+        a (b,)-shaped Cameras, (b, H, W, C) images and a list ``cam_idx``.
+        """
+        views = self.plan.views_for(step, self.rank)
+        cached = self.cached_train  # also sets self.train_cameras
+        if len(views) == 1:
+            data = cached[views[0]].copy()
+        else:
+            data = _stack_views([cached[view] for view in views])
+        data["image"] = data["image"].to(self.device)
+        assert len(self.train_cameras.shape) == 1, "Assumes single batch dimension"
+        cameras = self.train_cameras[torch.tensor(views)].to(self.device)
+        if cameras.metadata is None:
+            cameras.metadata = {}
+        cameras.metadata["cam_idx"] = views[0] if len(views) == 1 else views
+        return cameras, data
+
+    def get_train_rays_per_batch(self) -> int:
+        return super().get_train_rays_per_batch() * self.config.views_per_rank
+
+
+@dataclass
+class PlanCommand:
+    """Build the static Odin schedule (RLG, regions, unit order) of a dataset; write plan.npz and plan.png.
+
+    The training split is the one training uses (OdinDataParser's defaults: every 8th image held out for eval).
+    """
+
+    data: Path
+    """Dataset folder: a COLMAP capture (sparse/0, colmap/sparse/0, sparse) or a transforms.json scene."""
+    world_size: int = 1
+    views_per_rank: int = 1
+    num_regions: int = DEFAULT_NUM_REGIONS
+    out: Optional[Path] = None
+    """Output folder; default outputs/<dataset folder name>/plan."""
+    seed: int = 42
+    """Defaults to nerfstudio's train_cameras_sampling_seed, the seed a datamanager without plan_path uses."""
+    top_k: int = DEFAULT_TOP_K
+    max_track_length: int = DEFAULT_MAX_TRACK_LENGTH
+
+    def main(self) -> None:
+        parser_config = OdinDataParserConfig(data=self.data)
+        parser = parser_config.setup()
+        parser_config.load_3D_points = parser.detect_layout() == "nerfstudio"  # COLMAP data gives tracks instead
+        outputs = parser.get_dataparser_outputs(split="train")
+        plan = plan_training_views(
+            outputs,
+            parser_config,
+            world_size=self.world_size,
+            views_per_rank=self.views_per_rank,
+            num_regions=self.num_regions,
+            seed=self.seed,
+            top_k=self.top_k,
+            max_track_length=self.max_track_length,
+        )
+        out = self.out if self.out is not None else Path("outputs") / self.data.resolve().name / "plan"
+        plan.save(out / "plan.npz")
+        draw_plan(plan, out / "plan.png")
+        CONSOLE.print(json.dumps(plan.summary(), indent=2))
+        CONSOLE.print(f"wrote {out / 'plan.npz'} and {out / 'plan.png'}")

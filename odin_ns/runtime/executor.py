@@ -1,0 +1,411 @@
+"""OdinRuntime: data-parallel training units whose gradient exchange overlaps the next unit's compute.
+
+Every rank holds a full replica of the Gaussians. A unit renders this rank's views, backpropagates into private
+shadow views, and stages its gradients; its exchange (scope bitmaps, then row buckets all-reduced) and its selective
+Adam publication bring every replica to the same state.
+
+* ``sync``: each unit is exchanged and published before ``run_unit`` returns.
+* ``quality-first``: unit t's exchange is launched when unit t+1 starts, together with unit t+1's read scope; unit t+1
+  computes while it is in flight, after the buckets holding rows it reads were published (no stale reads). After
+  its backward the rest of unit t is published and unit t+1 is validated (re-run if unit t's update changed what it
+  sees). The parameters equal ``sync``'s.
+
+docs/design.md explains the model, the hazards and the timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Optional, Protocol
+
+import torch
+import torch.distributed as dist
+
+from odin_ns.comm.exchange import (
+    Collective,
+    RowBuckets,
+    all_gather_async,
+    all_reduce_statistics,
+    all_reduce_sum_async,
+    pack_rows,
+    unpack_rows,
+)
+from odin_ns.comm.process_group import barrier
+from odin_ns.kernels import bitmap_count, bitmap_indices, bitmap_or
+from odin_ns.runtime.shadow import shadow_views, staged_gradients
+from odin_ns.runtime.stats import Clock, RuntimeStats, UnitRecord, latest
+from odin_ns.sync.hazards import (
+    AdmissionPolicy,
+    HazardKind,
+    QualityFirstPolicy,
+    WindowHazards,
+    check_private_staging,
+    raw_exposure,
+    stale_reads,
+)
+from odin_ns.sync.scopes import scope_of, union_over_ranks
+
+MODES = ("sync", "quality-first")
+EXCHANGES = ("dense", "scoped", "auto")
+
+Views = dict[str, torch.Tensor]
+ComputeFn = Callable[[Views], tuple[torch.Tensor, torch.Tensor]]
+"""Forward and backward of one unit on the given views; returns (loss, bool[N] rows its views saw)."""
+VisibleFn = Callable[[Views], torch.Tensor]
+"""Cheap projection-only pass: bool[N] rows the unit's views would see under the given parameters."""
+
+
+class RowSteppingOptimizer(Protocol):
+    """What publication needs of an optimizer (``odin_ns.optim.SelectiveAdam`` is one)."""
+
+    param_groups: list[dict[str, Any]]
+
+    def step_rows(
+        self, rows: Optional[torch.Tensor], row_range: Optional[tuple[int, int]] = None, advance_step: bool = True
+    ) -> None: ...
+
+
+class StaleUnitError(RuntimeError):
+    """A unit staged against an older structure of the Gaussians (before densify/prune) was about to be published."""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    mode: str = "quality-first"
+    """"sync" or "quality-first"."""
+    exchange: str = "dense"
+    """"dense" all-reduces every row, "scoped" only the update scope's rows, "auto" picks scoped below ``scoped_below``."""
+    bucket_bytes: int = 25 * 2**20
+    """Approximate size of one all-reduced bucket of packed gradient rows."""
+    scoped_below: float = 0.25
+    """With ``exchange="auto"``, the largest |update scope| / N for which the scoped exchange is used."""
+    timeout_s: float = 600.0
+    """Bound on every wait for a collective; a dead or hung peer raises PeerFailureError after it."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {EXCHANGES}, got {self.exchange!r}")
+        if not 0.0 <= self.scoped_below <= 1.0:
+            raise ValueError(f"scoped_below must be within [0, 1], got {self.scoped_below}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+
+
+@dataclass
+class _StagedUnit:
+    """A computed unit whose exchange has not been launched: private gradients and this rank's visible rows."""
+
+    unit_id: int
+    structure_version: int
+    grads: dict[str, torch.Tensor]
+    visible: torch.Tensor
+    record: UnitRecord
+
+
+@dataclass
+class _InFlightUnit:
+    """A unit whose exchange is launched; its buckets are published one by one as they are needed."""
+
+    staged: _StagedUnit
+    scopes: Collective
+    buckets: dict[int, tuple[Collective, Optional[torch.Tensor]]] = field(default_factory=dict)
+    update_scope: Optional[torch.Tensor] = None
+    hazards: Optional[WindowHazards] = None
+    published: set[int] = field(default_factory=set)
+
+    def buffers(self) -> list[torch.Tensor]:
+        """Memory the exchange and publication of this unit touch (for the WAW/WAR staging check)."""
+        return [*self.staged.grads.values(), *(collective.output for collective, _ in self.buckets.values())]
+
+
+class OdinRuntime:
+    """Runs units on shadow views, exchanges their gradients by row buckets and publishes them with selective Adam.
+
+    ``params`` are the shared row-aligned tensors [N, ...] (one dtype and device) that ``optimizers`` (keyed like
+    ``params``; one optimizer may serve several names) step in place. After a structural change (``drain`` first)
+    call ``rebind`` with the new tensors.
+    """
+
+    def __init__(
+        self,
+        params: Mapping[str, torch.Tensor],
+        optimizers: Mapping[str, RowSteppingOptimizer],
+        config: RuntimeConfig = RuntimeConfig(),
+        group: Optional[dist.ProcessGroup] = None,
+        policy: Optional[AdmissionPolicy] = None,
+    ):
+        self.config = config
+        self.policy = policy or QualityFirstPolicy()
+        self.stats = RuntimeStats()
+        self.structure_version = -1
+        self._group = group
+        self._world_size = dist.get_world_size(group)
+        self._timeout = timedelta(seconds=config.timeout_s)
+        self._pending: Optional[_StagedUnit] = None
+        self.rebind(params, optimizers)
+        device = next(iter(self._params.values())).device
+        self._clock = Clock(device)
+        self._comm_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+
+    # ----------------------------------------------------------------------------------------------- public API
+
+    def rebind(
+        self, params: Mapping[str, torch.Tensor], optimizers: Optional[Mapping[str, RowSteppingOptimizer]] = None
+    ) -> None:
+        """Bind to (possibly resized) parameter tensors after a structural change; bumps ``structure_version``.
+
+        Units staged before the change can no longer be published (StaleUnitError): ``drain()`` before changing.
+        """
+        optimizers = optimizers if optimizers is not None else self._optimizers
+        if not params:
+            raise ValueError("OdinRuntime needs at least one parameter tensor")
+        first = next(iter(params.values()))
+        for name, param in params.items():
+            if param.dim() == 0 or param.shape[0] != first.shape[0]:
+                raise ValueError(f"parameter '{name}' {tuple(param.shape)} is not row-aligned with {tuple(first.shape)}")
+            if param.dtype != first.dtype or param.device != first.device or not param.is_contiguous():
+                raise ValueError(f"parameter '{name}' must be contiguous {first.dtype} on {first.device}")
+            if name not in optimizers:
+                raise ValueError(f"no optimizer given for parameter '{name}'")
+            if not any(p is param for group in optimizers[name].param_groups for p in group["params"]):
+                raise ValueError(f"the optimizer for '{name}' does not hold the bound tensor: rebind it after replacing it")
+        self._params = dict(params)
+        self._optimizers = dict(optimizers)
+        self._buckets = RowBuckets.for_tensors(list(self._params.values()), self.config.bucket_bytes)
+        self.structure_version += 1
+
+    @property
+    def num_rows(self) -> int:
+        return self._buckets.num_rows
+
+    def run_unit(self, unit_id: int, compute_fn: ComputeFn, visible_fn: Optional[VisibleFn] = None) -> torch.Tensor:
+        """Run one unit; return its loss. In quality-first mode the unit stays staged until the next ``run_unit`` or
+        ``drain``, and ``visible_fn`` (its read scope) is required."""
+        if self.config.mode == "sync":
+            record = self._new_record(unit_id)
+            loss, visible, staging = self._compute(compute_fn, shadow_views(self._params), record, "compute_s", ())
+            self._publish_all(self._launch(self._stage(unit_id, staging, visible, record), read_scope=None))
+            return loss
+        if visible_fn is None:
+            raise ValueError("quality-first mode needs visible_fn: the next unit's read scope decides the overlap")
+        previous, self._pending = self._pending, None
+        views = shadow_views(self._params)
+        record = self._new_record(unit_id)
+        in_flight = None
+        if previous is not None:
+            with torch.no_grad():
+                read_scope = self._scope(visible_fn(views))
+            in_flight = self._launch(previous, read_scope)
+            record.window = self._admit(in_flight)
+        loss, visible, staging = self._compute(
+            compute_fn, views, record, "compute_s", in_flight.buffers() if in_flight else ()
+        )
+        if in_flight is not None:
+            late_buckets = self._unpublished_with_updates(in_flight)
+            self._publish_all(in_flight)
+            if late_buckets:
+                loss, visible, staging = self._validate(in_flight, late_buckets, visible, loss, staging, record, compute_fn, visible_fn)
+        self._pending = self._stage(unit_id, staging, visible, record)
+        return loss
+
+    def drain(self) -> None:
+        """Exchange and publish every staged unit, then meet all ranks at a barrier (before structural changes,
+        evaluation, checkpoints and the end of training)."""
+        if self._pending is not None:
+            staged, self._pending = self._pending, None
+            self._publish_all(self._launch(staged, read_scope=None))
+        barrier("drain barrier", self._timeout, self._group)
+
+    def reduce_statistics(self, statistics: Mapping[str, torch.Tensor], ops: Mapping[str, str]) -> dict[str, torch.Tensor]:
+        """``all_reduce_statistics`` on this runtime's group and timeout (densification statistics, say)."""
+        return all_reduce_statistics(statistics, ops, self._timeout, self._group)
+
+    # ---------------------------------------------------------------------------------------------- internals
+
+    def _new_record(self, unit_id: int) -> UnitRecord:
+        return UnitRecord(unit_id=unit_id, mode=self.config.mode, structure_version=self.structure_version)
+
+    def _scope(self, visible: torch.Tensor) -> torch.Tensor:
+        return scope_of(visible, self.num_rows, next(iter(self._params.values())).device)
+
+    def _compute(
+        self,
+        compute_fn: ComputeFn,
+        views: Views,
+        record: UnitRecord,
+        span: str,
+        in_flight_buffers: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Forward and backward on ``views``; returns (loss, visible mask, private gradients), checked for WAW/WAR."""
+        start = self._clock.now()
+        loss, visible = compute_fn(views)
+        record.add_span(span, start, self._clock.now())
+        staging = staged_gradients(views)
+        check_private_staging(staging, self._params, in_flight_buffers)
+        return loss, visible, staging
+
+    def _stage(self, unit_id: int, staging: dict[str, torch.Tensor], visible: torch.Tensor, record: UnitRecord) -> _StagedUnit:
+        return _StagedUnit(unit_id, self.structure_version, staging, self._scope(visible), record)
+
+    def _check_version(self, staged: _StagedUnit, in_flight: Optional[_InFlightUnit] = None) -> None:
+        """Raise StaleUnitError for a unit staged before the last structural change (after completing its
+        collectives, so every rank leaves the process group in the same state)."""
+        if staged.structure_version == self.structure_version:
+            return
+        if in_flight is not None:
+            for collective in (in_flight.scopes, *(c for c, _ in in_flight.buckets.values())):
+                collective.wait()
+        raise StaleUnitError(
+            f"unit {staged.unit_id} was staged against structure version {staged.structure_version} but the "
+            f"Gaussians are at version {self.structure_version}: drain() before changing their structure"
+        )
+
+    def _launch(self, staged: _StagedUnit, read_scope: Optional[torch.Tensor]) -> _InFlightUnit:
+        """Launch the exchange of ``staged``: its visible rows and the next unit's read scope (gathered together, so
+        the RAW decision needs no collective of its own), then, for a dense exchange, every bucket at once."""
+        self._check_version(staged)
+        record = staged.record
+        scopes = torch.stack([staged.visible, read_scope if read_scope is not None else torch.zeros_like(staged.visible)])
+        in_flight = _InFlightUnit(staged, self._all_gather(scopes, f"scope exchange of unit {staged.unit_id}"))
+        record.bytes_exchanged += in_flight.scopes.payload_bytes
+        if self.config.exchange == "dense":
+            self._launch_buckets(in_flight, scoped_indices=None)
+        return in_flight
+
+    def _launch_buckets(self, in_flight: _InFlightUnit, scoped_indices: Optional[list[torch.Tensor]]) -> None:
+        """One all-reduce per bucket: all its rows (dense) or only its update-scope rows (scoped; empty ones skipped)."""
+        staged = in_flight.staged
+        staged.record.exchange = "dense" if scoped_indices is None else "scoped"
+        grads = list(staged.grads.values())
+        for bucket, row_range in enumerate(self._buckets.ranges):
+            indices = scoped_indices[bucket] if scoped_indices is not None else None
+            if indices is not None and indices.numel() == 0:
+                continue
+            collective = all_reduce_sum_async(
+                pack_rows(grads, row_range, indices),
+                f"gradient bucket {bucket} (rows {row_range[0]}-{row_range[1]}) of unit {staged.unit_id}",
+                self._timeout,
+                self._clock,
+                self._comm_stream,
+                self._group,
+            )
+            staged.record.bytes_exchanged += collective.payload_bytes
+            in_flight.buckets[bucket] = (collective, indices)
+
+    def _all_gather(self, local: torch.Tensor, what: str) -> Collective:
+        return all_gather_async(local, what, self._timeout, self._clock, self._comm_stream, self._group)
+
+    def _wait(self, collective: Collective, record: UnitRecord) -> torch.Tensor:
+        """Wait on the compute path, counting the time as exposed."""
+        start = self._clock.now()
+        output = collective.wait()
+        record.add_span("exposed_wait_s", start, self._clock.now())
+        return output
+
+    def _resolve_scopes(self, in_flight: _InFlightUnit) -> None:
+        """Wait for the scope exchange; derive the update scope U (OR over ranks) and, when a decision needs host
+        numbers (quality-first hazards, scoped/auto sizing), the per-bucket counts: the one host read of a unit."""
+        record = in_flight.staged.record
+        gathered = self._wait(in_flight.scopes, record)
+        in_flight.update_scope = union_over_ranks(gathered[:, 0])
+        needs_host_counts = self.config.mode == "quality-first" or self.config.exchange != "dense"
+        if not needs_host_counts:
+            record.update_rows = bitmap_count(in_flight.update_scope)
+            return
+        read_scope = union_over_ranks(gathered[:, 1])
+        in_flight.hazards = WindowHazards.from_device(raw_exposure(in_flight.update_scope, read_scope, self._buckets.ranges))
+        update_rows = sum(in_flight.hazards.update_rows)
+        record.update_rows = update_rows
+        if self.config.exchange == "dense":
+            return
+        if self.config.exchange == "scoped" or update_rows < self.config.scoped_below * self.num_rows:
+            indices = bitmap_indices(in_flight.update_scope, self.num_rows)
+            self._launch_buckets(in_flight, list(indices.split(list(in_flight.hazards.update_rows))))
+        else:
+            self._launch_buckets(in_flight, scoped_indices=None)
+
+    def _admit(self, in_flight: _InFlightUnit) -> dict[str, Any]:
+        """Admission gate of the window (unit t in flight, unit t+1 about to run): publish the buckets the policy
+        names (those holding rows unit t+1 reads, for quality-first) before t+1 runs."""
+        self._resolve_scopes(in_flight)
+        first = self.policy.buckets_to_publish_first(in_flight.hazards)
+        for bucket in first:
+            self._publish_bucket(in_flight, bucket)
+        return {
+            "decisions": {
+                HazardKind.RAW.value: "rejected" if first else "admitted",
+                HazardKind.WAW.value: "admitted",
+                HazardKind.WAR.value: "admitted",
+            },
+            "conflict_rows": sum(in_flight.hazards.conflict_rows),
+            "buckets_published_first": len(first),
+            "buckets": len(self._buckets.ranges),
+        }
+
+    def _unpublished_with_updates(self, in_flight: _InFlightUnit) -> list[int]:
+        return [
+            bucket
+            for bucket, rows in enumerate(in_flight.hazards.update_rows)
+            if rows and bucket not in in_flight.published
+        ]
+
+    def _publish_bucket(self, in_flight: _InFlightUnit, bucket: int) -> None:
+        """Reduce-average bucket ``bucket``'s gradient rows into the unit's staging and step the optimizers on the
+        update-scope rows of its range (the first bucket published advances the Adam step count)."""
+        self._check_version(in_flight.staged, in_flight)
+        record = in_flight.staged.record
+        row_range = self._buckets.ranges[bucket]
+        if bucket in in_flight.buckets:
+            collective, indices = in_flight.buckets[bucket]
+            reduced = self._wait(collective, record)
+            start = self._clock.now()
+            reduced.div_(self._world_size)
+            unpack_rows(list(in_flight.staged.grads.values()), row_range, indices, reduced)
+        else:
+            start = self._clock.now()
+        for name, param in self._params.items():
+            param.grad = in_flight.staged.grads[name]
+        for optimizer in {id(opt): opt for opt in self._optimizers.values()}.values():
+            optimizer.step_rows(in_flight.update_scope, row_range=row_range, advance_step=not in_flight.published)
+        for param in self._params.values():
+            param.grad = None
+        in_flight.published.add(bucket)
+        record.add_span("publish_s", start, self._clock.now())
+
+    def _publish_all(self, in_flight: _InFlightUnit) -> None:
+        """Publish every remaining bucket of ``in_flight`` in row order, then file its record."""
+        if in_flight.update_scope is None:
+            self._resolve_scopes(in_flight)
+        for bucket in range(len(self._buckets.ranges)):
+            if bucket not in in_flight.published:
+                self._publish_bucket(in_flight, bucket)
+        record = in_flight.staged.record
+        collectives = [in_flight.scopes, *(collective for collective, _ in in_flight.buckets.values())]
+        record.add_span("comm_s", in_flight.scopes.started, latest([c.finished for c in collectives]))
+        self.stats.records.append(record)
+
+    def _validate(
+        self,
+        in_flight: _InFlightUnit,
+        late_buckets: list[int],
+        visible: torch.Tensor,
+        loss: torch.Tensor,
+        staging: dict[str, torch.Tensor],
+        record: UnitRecord,
+        compute_fn: ComputeFn,
+        visible_fn: VisibleFn,
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Re-run the unit if a row published after it ran is one it saw, before or after that publication (a
+        Gaussian moved into or out of its views): its speculative gradients would differ from sync's."""
+        views = shadow_views(self._params)
+        with torch.no_grad():
+            seen = bitmap_or(self._scope(visible), self._scope(visible_fn(views)))
+        late_ranges = [self._buckets.ranges[bucket] for bucket in late_buckets]
+        if not stale_reads(in_flight.update_scope, late_ranges, seen).item():
+            return loss, visible, staging
+        record.reruns += 1
+        return self._compute(compute_fn, views, record, "rerun_compute_s", ())

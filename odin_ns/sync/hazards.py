@@ -1,0 +1,120 @@
+"""Hazards between the unit whose exchange is in flight (t) and the unit computing meanwhile (t+1).
+
+* RAW: unit t+1 reads a Gaussian that unit t's publication has not written yet. Measured per row bucket, on scopes
+  gathered from every rank, so all ranks see the same numbers and take the same decision (a rank-local decision
+  would let ranks diverge). The admission policy then names the buckets to publish before t+1 runs.
+* WAW / WAR: unit t+1's backward writes gradients while unit t's exchange reads its own gradients and its
+  publication writes the parameters. With private gradient staging (the Shadow Graph) these live in different memory
+  and cannot collide; ``check_private_staging`` verifies that cheaply (storage pointers) for every unit.
+* Late visibility: a Gaussian unit t moves into unit t+1's view invalidates t+1's speculative run; ``stale_reads``
+  detects it after publication.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import ClassVar
+
+import torch
+
+from odin_ns.kernels import bitmap_and, bitmap_and_count
+from odin_ns.sync.scopes import RowRange, restrict_to_ranges, rows_per_range
+
+
+class HazardKind(str, Enum):
+    RAW = "RAW"
+    WAW = "WAW"
+    WAR = "WAR"
+
+
+class HazardError(RuntimeError):
+    """A hazard the runtime must not resolve silently (a unit's private staging aliases shared memory)."""
+
+
+@dataclass(frozen=True)
+class WindowHazards:
+    """RAW exposure of unit t+1 to unit t's pending update, per row bucket, as host integers equal on all ranks."""
+
+    conflict_rows: tuple[int, ...]
+    """Rows of each bucket that unit t updates and unit t+1 reads on some rank."""
+    update_rows: tuple[int, ...]
+    """Rows of each bucket that unit t updates."""
+
+    @classmethod
+    def from_device(cls, exposure: torch.Tensor) -> WindowHazards:
+        """Read ``raw_exposure``'s [2, buckets] counts on the host: the overlap decision's one host synchronisation."""
+        conflict_rows, update_rows = exposure.tolist()
+        return cls(tuple(conflict_rows), tuple(update_rows))
+
+    @property
+    def raw(self) -> bool:
+        return any(self.conflict_rows)
+
+
+def raw_exposure(update_scope: torch.Tensor, read_scope: torch.Tensor, ranges: Sequence[RowRange]) -> torch.Tensor:
+    """int64 [2, buckets]: |update ∩ read| and |update| per bucket, computed on the device."""
+    return torch.stack(
+        [rows_per_range(bitmap_and(update_scope, read_scope), ranges), rows_per_range(update_scope, ranges)]
+    )
+
+
+def stale_reads(update_scope: torch.Tensor, late_ranges: Sequence[RowRange], seen_scope: torch.Tensor) -> torch.Tensor:
+    """0-d count of rows unit t+1 saw (under the parameters before or after unit t's publication) that unit t wrote
+    only after t+1 had run; non-zero means t+1's speculative run read stale values and must be re-run."""
+    return bitmap_and_count(restrict_to_ranges(update_scope, late_ranges), seen_scope)
+
+
+class AdmissionPolicy(ABC):
+    """Admission gate of the overlap window: which of unit t's buckets must be published before unit t+1 runs.
+
+    Every rank calls it with the same ``WindowHazards``, so every rank decides the same. A policy that admits
+    delayed (stale) reads, such as a throughput-first one, returns fewer buckets than there are conflicts.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def buckets_to_publish_first(self, hazards: WindowHazards) -> list[int]:
+        """Indices of the buckets to wait for and publish before unit t+1 runs."""
+
+
+class QualityFirstPolicy(AdmissionPolicy):
+    """No delayed reads: every bucket holding a row that unit t+1 reads is published before it runs."""
+
+    name = "quality-first"
+
+    def buckets_to_publish_first(self, hazards: WindowHazards) -> list[int]:
+        return [bucket for bucket, rows in enumerate(hazards.conflict_rows) if rows]
+
+
+def _storage_of(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def check_private_staging(
+    staging: Mapping[str, torch.Tensor],
+    shared_params: Mapping[str, torch.Tensor],
+    in_flight: Iterable[torch.Tensor],
+) -> None:
+    """WAW/WAR guard: a unit's staged gradients must be memory of its own, apart from the shared parameters (which
+    publication writes) and from the buffers of the exchange in flight (which the collectives read and write).
+
+    Also rejects gradients that landed on the shared parameters themselves: that happens when ``compute_fn``
+    differentiates through the model's tensors instead of the views it was given, and would race with publication.
+    """
+    for name, param in shared_params.items():
+        if param.grad is not None:
+            raise HazardError(
+                f"{HazardKind.WAW.value}: gradients reached the shared parameter '{name}' instead of its shadow view: "
+                "compute_fn must differentiate through the views it is given"
+            )
+    busy = {_storage_of(t) for t in (*shared_params.values(), *in_flight) if t.numel()}
+    for name, grad in staging.items():
+        if grad.numel() and _storage_of(grad) in busy:
+            raise HazardError(
+                f"{HazardKind.WAW.value}/{HazardKind.WAR.value}: the staged gradient of '{name}' shares memory with "
+                "the shared parameters or the exchange in flight"
+            )

@@ -1,0 +1,159 @@
+"""A toy renderer and a 2-rank gloo harness for the runtime tests (CPU only, no nerfstudio renderer).
+
+The toy "scene" is N points in the unit square with a colour and an opacity each. A view is a window of the square:
+it sees the points whose mean lies inside (a projection-like test that depends on the parameters, so an update can
+move a point into or out of a view). Its loss pulls the colours of the points it sees towards a target colour and
+their means towards an attractor, and is differentiable through the visible rows only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.multiprocessing as mp
+
+from odin_ns.comm.process_group import process_group_from_env
+from odin_ns.optim import SelectiveAdam
+from odin_ns.runtime.executor import OdinRuntime, RuntimeConfig
+
+NUM_ROWS = 2000
+LEARNING_RATES = {"means": 0.01, "colors": 0.05, "opacities": 0.05}
+GRID = 4
+"""Views are the cells of a GRID x GRID tiling of the unit square."""
+BUCKET_BYTES = 24 * 512
+"""Four buckets of 512 rows (24 bytes of gradient per row) for the toy scene."""
+
+
+@dataclass(frozen=True)
+class View:
+    window: tuple[float, float, float, float]
+    target: tuple[float, float, float]
+    attractor: tuple[float, float]
+
+
+def cell_view(cell: int, attractor: tuple[float, float] | None = None) -> View:
+    """The view of grid cell ``cell``, pulling its points to the cell's centre unless told otherwise."""
+    size = 1.0 / GRID
+    x0, y0 = (cell % GRID) * size, (cell // GRID) * size
+    target = (cell / GRID**2, 1.0 - cell / GRID**2, 0.5)
+    return View((x0, y0, x0 + size, y0 + size), target, attractor or (x0 + size / 2, y0 + size / 2))
+
+
+def visible_rows(means: torch.Tensor, view: View) -> torch.Tensor:
+    x0, y0, x1, y1 = view.window
+    x, y = means[:, 0], means[:, 1]
+    return (x >= x0) & (x < x1) & (y >= y0) & (y < y1)
+
+
+def unit_functions(view: View) -> tuple[Callable, Callable]:
+    """(compute_fn, visible_fn) of a unit rendering ``view`` on this rank."""
+
+    def visible_fn(views: dict[str, torch.Tensor]) -> torch.Tensor:
+        return visible_rows(views["means"], view)
+
+    def compute_fn(views: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        visible = visible_rows(views["means"].detach(), view)
+        rows = visible.nonzero().squeeze(1)
+        means, colors, opacities = (views[name].index_select(0, rows) for name in ("means", "colors", "opacities"))
+        target = torch.tensor(view.target)
+        attractor = torch.tensor(view.attractor)
+        loss = (torch.sigmoid(opacities) * (colors - target).square()).sum() + 0.1 * (means - attractor).square().sum()
+        loss.backward()
+        return loss.detach(), visible
+
+    return compute_fn, visible_fn
+
+
+def initial_params(num_rows: int = NUM_ROWS, seed: int = 0) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return {
+        "means": torch.rand(num_rows, 2, generator=generator),
+        "colors": 0.1 * torch.randn(num_rows, 3, generator=generator),
+        "opacities": torch.zeros(num_rows, 1),
+    }
+
+
+class ToyModel:
+    """Shared parameters and one SelectiveAdam per parameter, as nerfstudio's Gaussians are set up."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]):
+        self.params = {name: torch.nn.Parameter(tensor.clone()) for name, tensor in tensors.items()}
+        self.optimizers = {name: SelectiveAdam([param], lr=LEARNING_RATES[name]) for name, param in self.params.items()}
+
+    def append_rows(self, rows: torch.Tensor) -> None:
+        """Clone ``rows`` at the end of every tensor (moments of the clones start at zero), like a densification."""
+        for name, old in list(self.params.items()):
+            new = torch.nn.Parameter(torch.cat([old.detach(), old.detach()[rows]]))
+            optimizer = self.optimizers[name]
+            state = optimizer.state.pop(old, None)
+            if state:
+                for key in ("exp_avg", "exp_avg_sq"):
+                    state[key] = torch.cat([state[key], torch.zeros_like(state[key][rows])])
+                optimizer.state[new] = state
+            optimizer.param_groups[0]["params"] = [new]
+            self.params[name] = new
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """Parameters and both Adam moments, detached copies."""
+        out = {}
+        for name, param in self.params.items():
+            state = self.optimizers[name].state[param]
+            out[name] = param.detach().clone()
+            out[f"{name}.exp_avg"] = state["exp_avg"].clone()
+            out[f"{name}.exp_avg_sq"] = state["exp_avg_sq"].clone()
+            out[f"{name}.step"] = state["step"].clone()
+        return out
+
+
+def run_schedule(runtime: OdinRuntime, schedule: Sequence[Sequence[View]], rank: int, first_unit: int = 0) -> None:
+    """Run one unit per schedule entry, this rank rendering its view of the entry."""
+    for offset, views in enumerate(schedule):
+        compute_fn, visible_fn = unit_functions(views[rank])
+        runtime.run_unit(first_unit + offset, compute_fn, visible_fn)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _rank_entry(worker: Callable[[int, Path], None], rank: int, world_size: int, port: int, out_dir: Path) -> None:
+    """Join the group from torchrun-style variables, run ``worker``; write any error to ``rank{rank}.error``."""
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    torch.set_num_threads(1)
+    try:
+        with process_group_from_env(timeout_s=10.0, backend="gloo"):
+            worker(rank, out_dir)
+    except BaseException:
+        (out_dir / f"rank{rank}.error").write_text(traceback.format_exc())
+        raise
+
+
+def spawn_ranks(worker: Callable[[int, Path], None], out_dir: Path, world_size: int = 2, join_timeout_s: float = 120.0) -> list[int]:
+    """Run ``worker(rank, out_dir)`` in ``world_size`` spawned processes; return their exit codes."""
+    context = mp.get_context("spawn")
+    port = free_port()
+    processes = [
+        context.Process(target=_rank_entry, args=(worker, rank, world_size, port, out_dir)) for rank in range(world_size)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(join_timeout_s)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    return [process.exitcode for process in processes]
+
+
+def make_runtime(model: ToyModel, **config) -> OdinRuntime:
+    return OdinRuntime(model.params, model.optimizers, RuntimeConfig(bucket_bytes=BUCKET_BYTES, timeout_s=10.0, **config))

@@ -1,0 +1,191 @@
+"""The Odin runtime on 2 CPU ranks (gloo): quality-first equals sync, hazards are resolved, faults surface.
+
+All scenarios share one spawn of two ranks (process start-up dominates the cost); each rank saves what it ended
+with, and the tests compare the ranks, the modes and the exchange kinds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from runtime_toy import (
+    GRID,
+    NUM_ROWS,
+    ToyModel,
+    cell_view,
+    initial_params,
+    make_runtime,
+    run_schedule,
+    spawn_ranks,
+    unit_functions,
+    visible_rows,
+)
+from odin_ns.runtime.executor import StaleUnitError
+
+WORLD_SIZE = 2
+DISJOINT = [[cell_view((2 * unit + rank) % GRID**2) for rank in range(WORLD_SIZE)] for unit in range(60)]
+"""Consecutive units render disjoint cells: every overlap window should be admitted."""
+CONFLICT = DISJOINT[:3] + [DISJOINT[2]] + DISJOINT[3:6]
+"""Unit 3 renders unit 2's views again: a RAW conflict on every row unit 2 updates."""
+LATE_ROW = 0
+LATE_VISIBILITY = [
+    [cell_view(0, attractor=(0.9, 0.125)), cell_view(10)],
+    [cell_view(1), cell_view(11)],
+    [cell_view(5), cell_view(15)],
+]
+"""Unit 0 pulls the points of cell 0 towards cell 1, so LATE_ROW (on their border) enters unit 1's view of cell 1
+only once unit 0 is published: unit 1's read scope, taken before, does not show it."""
+APPENDED_ROWS = 100
+
+
+def late_visibility_params() -> dict[str, torch.Tensor]:
+    params = initial_params()
+    params["means"][LATE_ROW] = torch.tensor([0.245, 0.1])
+    return params
+
+
+def train(rank: int, schedule, params: dict[str, torch.Tensor], **config) -> tuple[dict, dict]:
+    model = ToyModel(params)
+    runtime = make_runtime(model, **config)
+    run_schedule(runtime, schedule, rank)
+    runtime.drain()
+    return model.snapshot(), {"summary": runtime.stats.summary(), "records": runtime.stats.as_dicts()}
+
+
+def train_with_densification(rank: int, mode: str) -> dict[str, torch.Tensor]:
+    """10 units, a structural change decided from statistics reduced over ranks, 10 more units."""
+    model = ToyModel(initial_params())
+    runtime = make_runtime(model, mode=mode)
+    run_schedule(runtime, DISJOINT[:10], rank)
+    runtime.drain()
+    seen_here = visible_rows(model.params["means"].detach(), DISJOINT[9][rank]).float()
+    seen = runtime.reduce_statistics({"seen": seen_here}, {"seen": "sum"})["seen"]
+    model.append_rows(seen.nonzero().squeeze(1)[:APPENDED_ROWS])
+    runtime.rebind(model.params, model.optimizers)
+    run_schedule(runtime, DISJOINT[10:20], rank, first_unit=10)
+    runtime.drain()
+    return model.snapshot()
+
+
+def stale_publication_error(rank: int) -> str:
+    """Change the structure while a unit is staged (no drain): publishing it must raise."""
+    model = ToyModel(initial_params())
+    runtime = make_runtime(model, mode="quality-first")
+    run_schedule(runtime, DISJOINT[:1], rank)
+    model.append_rows(torch.arange(APPENDED_ROWS))
+    runtime.rebind(model.params, model.optimizers)
+    try:
+        runtime.drain()
+    except StaleUnitError as error:
+        runtime.drain()
+        return str(error)
+    return "no error"
+
+
+def scenario_worker(rank: int, out_dir: Path) -> None:
+    results = {}
+    for name, schedule, params in (
+        ("disjoint", DISJOINT, initial_params()),
+        ("conflict", CONFLICT, initial_params()),
+        ("late", LATE_VISIBILITY, late_visibility_params()),
+    ):
+        for mode in ("sync", "quality-first"):
+            results[f"{name}/{mode}/dense"] = train(rank, schedule, params, mode=mode, exchange="dense")
+    results["disjoint/quality-first/scoped"] = train(rank, DISJOINT, initial_params(), mode="quality-first", exchange="scoped")
+    results["disjoint/sync/auto"] = train(rank, DISJOINT, initial_params(), mode="sync", exchange="auto")
+    for mode in ("sync", "quality-first"):
+        results[f"densify/{mode}"] = (train_with_densification(rank, mode), {})
+    results["stale"] = stale_publication_error(rank)
+    torch.save(results, out_dir / f"rank{rank}.pt")
+
+
+def dying_peer_worker(rank: int, out_dir: Path) -> None:
+    """Rank 1 dies abruptly in the middle of training; rank 0 carries on until the next collective fails."""
+    model = ToyModel(initial_params())
+    runtime = make_runtime(model, mode="quality-first")
+    for unit, views in enumerate(DISJOINT[:20]):
+        if rank == 1 and unit == 5:
+            os._exit(1)
+        runtime.run_unit(unit, *unit_functions(views[rank]))
+    runtime.drain()
+
+
+def rank_errors(out_dir: Path) -> dict[int, str]:
+    return {rank: (out_dir / f"rank{rank}.error").read_text() for rank in range(WORLD_SIZE) if (out_dir / f"rank{rank}.error").exists()}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> list[dict]:
+    out_dir = tmp_path_factory.mktemp("runtime")
+    exit_codes = spawn_ranks(scenario_worker, out_dir, WORLD_SIZE)
+    assert exit_codes == [0] * WORLD_SIZE, rank_errors(out_dir)
+    return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(WORLD_SIZE)]
+
+
+def assert_same_state(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert actual.keys() == expected.keys()
+    for key in expected:
+        torch.testing.assert_close(actual[key], expected[key], rtol=1e-6, atol=1e-12, msg=lambda m: f"{key}: {m}")
+
+
+def test_quality_first_matches_sync_while_overlapping(results):
+    for rank_results in results:
+        state, stats = rank_results["disjoint/quality-first/dense"]
+        assert_same_state(state, rank_results["disjoint/sync/dense"][0])
+        assert stats["summary"]["windows"]["RAW"]["admitted"] == len(DISJOINT) - 1
+        assert stats["summary"]["units"] == len(DISJOINT)
+    assert_same_state(results[1]["disjoint/quality-first/dense"][0], results[0]["disjoint/quality-first/dense"][0])
+
+
+def test_conflicting_unit_waits_for_the_buckets_it_reads(results):
+    for rank_results in results:
+        state, stats = rank_results["conflict/quality-first/dense"]
+        assert_same_state(state, rank_results["conflict/sync/dense"][0])
+        window = stats["records"][3]["window"]
+        assert window["decisions"]["RAW"] == "rejected"
+        assert window["conflict_rows"] > 0 and window["buckets_published_first"] > 0
+        assert stats["summary"]["windows"]["RAW"] == {"admitted": len(CONFLICT) - 2, "rejected": 1}
+
+
+def test_late_visibility_reruns_the_speculative_unit(results):
+    rank0_state, rank0_stats = results[0]["late/quality-first/dense"]
+    assert rank0_stats["records"][1]["reruns"] == 1
+    assert rank0_state["means"][LATE_ROW, 0] > 0.25, "the scenario must move the row into unit 1's view"
+    for rank_results in results:
+        assert_same_state(rank_results["late/quality-first/dense"][0], rank_results["late/sync/dense"][0])
+
+
+def test_scoped_exchange_equals_dense_and_moves_fewer_bytes(results):
+    for rank_results in results:
+        scoped_state, scoped_stats = rank_results["disjoint/quality-first/scoped"]
+        dense_state, dense_stats = rank_results["disjoint/quality-first/dense"]
+        assert_same_state(scoped_state, dense_state)
+        assert {record["exchange"] for record in scoped_stats["records"]} == {"scoped"}
+        assert scoped_stats["summary"]["bytes_exchanged"] < dense_stats["summary"]["bytes_exchanged"] / 2
+        auto_state, auto_stats = rank_results["disjoint/sync/auto"]
+        assert_same_state(auto_state, dense_state)
+        assert {record["exchange"] for record in auto_stats["records"]} == {"scoped"}
+
+
+def test_structural_change_keeps_ranks_identical(results):
+    rank0, rank1 = (rank_results["densify/quality-first"][0] for rank_results in results)
+    assert rank0["means"].shape[0] == NUM_ROWS + APPENDED_ROWS
+    assert_same_state(rank1, rank0)
+    assert_same_state(rank0, results[0]["densify/sync"][0])
+
+
+def test_publishing_a_unit_staged_before_a_structural_change_raises(results):
+    for rank_results in results:
+        assert "staged against structure version 0" in rank_results["stale"]
+
+
+def test_dead_peer_makes_the_survivor_fail_with_a_clear_error(tmp_path):
+    exit_codes = spawn_ranks(dying_peer_worker, tmp_path, WORLD_SIZE)
+    errors = rank_errors(tmp_path)
+    assert exit_codes[1] == 1
+    assert exit_codes[0] not in (0, None), "the survivor must exit non-zero, not hang"
+    assert "PeerFailureError" in errors[0] and "a peer rank died or hung" in errors[0]
