@@ -11,6 +11,7 @@ What changes:
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
@@ -40,9 +41,22 @@ class OdinSplatfactoModelConfig(SplatfactoModelConfig):
     _target: Type = field(default_factory=lambda: OdinSplatfactoModel)
     renderer: RendererName = "auto"
     """gsplat (CUDA), reference (pure torch, any device), or auto: gsplat on CUDA, reference otherwise."""
+    views_per_step: int = 1
+    """Views rendered per optimizer step over all ranks (set by the trainer). The schedules below count views, so
+    they are divided by it: the densification cadence per view seen stays splatfacto's whatever the batch."""
     densify_grad_thresh_without_absgrad: float = 0.0002
     """Densification threshold on the plain 2D mean gradient, used where absgrad is unavailable (reference renderer).
     0.0002 is the 3DGS/gsplat default for plain gradients; ``densify_grad_thresh`` (0.0008) is tuned for absgrad."""
+
+
+VIEW_COUNTED_SCHEDULES = (
+    "warmup_length",
+    "refine_every",
+    "resolution_schedule",
+    "stop_split_at",
+    "stop_screen_size_at",
+    "sh_degree_interval",
+)
 
 
 class OdinSplatfactoModel(SplatfactoModel):
@@ -51,6 +65,9 @@ class OdinSplatfactoModel(SplatfactoModel):
     config: OdinSplatfactoModelConfig
 
     def populate_modules(self) -> None:
+        if self.config.views_per_step > 1:
+            per_step = {name: max(1, getattr(self.config, name) // self.config.views_per_step) for name in VIEW_COUNTED_SCHEDULES}
+            self.config = dataclasses.replace(self.config, **per_step)
         self.renderer = resolve_renderer(self.config.renderer, torch.device(self.kwargs.get("device", "cpu")))
         self.gauss_params = torch.nn.ParameterDict(self._initial_gaussians())
         self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
@@ -141,7 +158,7 @@ class OdinSplatfactoModel(SplatfactoModel):
             refine_stop_iter=self.config.stop_split_at,
             reset_every=self.config.reset_alpha_every * self.config.refine_every,
             refine_every=self.config.refine_every,
-            pause_refine_after_reset=self.num_train_data + self.config.refine_every,
+            pause_refine_after_reset=self.num_train_data // self.config.views_per_step + self.config.refine_every,
             absgrad=absgrad,
             revised_opacity=False,
             verbose=False,

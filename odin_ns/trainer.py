@@ -1,20 +1,35 @@
-"""OdinTrainer: nerfstudio's Trainer with checkpoints that torch >= 2.6 can load.
+"""OdinTrainer: nerfstudio's Trainer, launched by ns-train or torchrun, training through OdinPipeline.
 
-nerfstudio 1.1.5's schedulers write ``numpy.float64`` learning rates into scheduler and optimizer state; ``torch.load`` defaults to
-``weights_only=True`` since torch 2.6 and refuses them, so ``ns-eval`` and ``--load-dir`` fail on stock checkpoints.
-Ours store plain Python numbers instead, which every torch version loads.
+What it adds to nerfstudio's Trainer:
+- under torchrun (RANK/WORLD_SIZE/LOCAL_RANK set, ns-train launched once per process) it joins the process group
+  itself (NCCL on GPUs, gloo on CPU) and takes LOCAL_RANK for its device, viewer and logging decisions;
+- it falls back to the CPU when CUDA is unavailable (the device follows the machine);
+- a step is one Odin task unit of B = world_size views; with ``--pipeline.odin.scale-with-batch`` (default) learning
+  rates scale by sqrt(B), Adam betas become beta**B and the model's schedules count views (Grendel-GS's rules);
+- checkpoints are written after draining in-flight units on every rank, with plain Python numbers where nerfstudio
+  1.1.5 leaves ``numpy.float64`` learning rates (torch >= 2.6 loads with ``weights_only=True`` and refuses those);
+- per-unit runtime statistics go to ``odin_units.jsonl`` in the run directory and to nerfstudio's writers.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Type
 
 import numpy as np
 import torch
-from nerfstudio.engine.trainer import Trainer, TrainerConfig
-from nerfstudio.utils.decorators import check_main_thread
+from nerfstudio.engine.trainer import TRAIN_INTERATION_OUTPUT, Trainer, TrainerConfig
+from nerfstudio.utils import comms, writer
 from nerfstudio.utils.rich_utils import CONSOLE
+
+from odin_ns.comm.process_group import init_from_env
+from odin_ns.pipeline import OdinPipelineConfig
+
+UNIT_LOG = "odin_units.jsonl"
 
 
 def to_python_scalars(value: Any) -> Any:
@@ -28,6 +43,11 @@ def to_python_scalars(value: Any) -> Any:
     return value
 
 
+def launched_by_torchrun() -> bool:
+    """True in a process that torchrun started as one of several ranks."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "LOCAL_RANK" in os.environ
+
+
 @dataclass
 class OdinTrainerConfig(TrainerConfig):
     """Trainer configuration of odin-splatfacto."""
@@ -36,25 +56,79 @@ class OdinTrainerConfig(TrainerConfig):
 
 
 class OdinTrainer(Trainer):
-    """Trainer whose checkpoints load under ``weights_only=True``."""
+    """See the module docstring."""
 
     config: OdinTrainerConfig
 
     def __init__(self, config: OdinTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
+        if not isinstance(config.pipeline, OdinPipelineConfig):
+            raise ValueError(f"OdinTrainer needs an OdinPipelineConfig, got {type(config.pipeline).__name__}")
         if config.machine.device_type == "cuda" and not torch.cuda.is_available():
             CONSOLE.log("CUDA is not available: training on the CPU")
             config.machine.device_type = "cpu"
+        if launched_by_torchrun() and world_size == 1:
+            backend = "nccl" if config.machine.device_type == "cuda" else "gloo"
+            context = init_from_env(timeout_s=config.pipeline.odin.timeout_s, backend=backend)
+            local_rank, world_size = context.local_rank, context.world_size
+        elif torch.cuda.is_available() and config.machine.device_type == "cuda":
+            torch.cuda.set_device(local_rank)
+        self._apply_batch_scaling(config, views_per_step=world_size)
         super().__init__(config, local_rank, world_size)
+        self._units_logged = 0
 
-    @check_main_thread
+    @staticmethod
+    def _apply_batch_scaling(config: OdinTrainerConfig, views_per_step: int) -> None:
+        """Grendel-GS's batch rules for B views per step: lr * sqrt(B), beta ** B, schedules counted in views."""
+        if views_per_step == 1 or not config.pipeline.odin.scale_with_batch:
+            return
+        for group in config.optimizers.values():
+            optimizer = group["optimizer"]
+            optimizer.lr *= math.sqrt(views_per_step)
+            if hasattr(optimizer, "betas"):
+                optimizer.betas = tuple(beta**views_per_step for beta in optimizer.betas)
+            scheduler = group["scheduler"]
+            if scheduler is not None:
+                scheduler.lr_final *= math.sqrt(views_per_step)
+                scheduler.max_steps = max(1, scheduler.max_steps // views_per_step)
+                scheduler.warmup_steps = scheduler.warmup_steps // views_per_step
+        config.pipeline.model = dataclasses.replace(config.pipeline.model, views_per_step=views_per_step)
+        CONSOLE.log(f"{views_per_step} views per step: learning rates x{math.sqrt(views_per_step):.3g}, "
+                    f"Adam betas ** {views_per_step}, densification schedule counted in views")
+
+    def train_iteration(self, step: int) -> TRAIN_INTERATION_OUTPUT:
+        """One Odin task unit: the pipeline computes, exchanges and publishes; then the schedulers step."""
+        if self.use_grad_scaler:
+            raise ValueError("odin-splatfacto does not support mixed precision or a gradient scaler")
+        self.optimizers.zero_grad_all()
+        loss, loss_dict, metrics_dict = self.pipeline.train_unit(step, self.optimizers)
+        self.optimizers.scheduler_step_all(step)
+        self._log_units(step)
+        return loss, loss_dict, metrics_dict
+
+    def _log_units(self, step: int) -> None:
+        """Append the runtime's new unit records to odin_units.jsonl and nerfstudio's writers (main process)."""
+        records = self.pipeline.unit_records()
+        if not comms.is_main_process() or not records:
+            return
+        with open(self.base_dir / UNIT_LOG, "a") as log:
+            for record in records[self._units_logged :]:
+                log.write(json.dumps(record) + "\n")
+        self._units_logged = len(records)
+        for key, value in records[-1].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                writer.put_scalar(name=f"Odin/{key}", scalar=value, step=step)
+
     def save_checkpoint(self, step: int) -> None:
+        """Drain in-flight units on every rank, then (main process) write a weights_only-loadable checkpoint."""
+        self.pipeline.drain()
+        if not comms.is_main_process():
+            return
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         checkpoint_path = self.checkpoint_dir / f"step-{step:09d}.ckpt"
-        pipeline = self.pipeline.module if hasattr(self.pipeline, "module") else self.pipeline
         torch.save(
             {
                 "step": step,
-                "pipeline": pipeline.state_dict(),
+                "pipeline": self.pipeline.state_dict(),
                 "optimizers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.optimizers.items()}),
                 "schedulers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.schedulers.items()}),
                 "scalers": self.grad_scaler.state_dict(),

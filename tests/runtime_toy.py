@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from odin_ns.comm.process_group import process_group_from_env
@@ -61,8 +62,8 @@ def unit_functions(view: View) -> tuple[Callable, Callable]:
         visible = visible_rows(views["means"].detach(), view)
         rows = visible.nonzero().squeeze(1)
         means, colors, opacities = (views[name].index_select(0, rows) for name in ("means", "colors", "opacities"))
-        target = torch.tensor(view.target)
-        attractor = torch.tensor(view.attractor)
+        target = torch.tensor(view.target, device=means.device)
+        attractor = torch.tensor(view.attractor, device=means.device)
         loss = (torch.sigmoid(opacities) * (colors - target).square()).sum() + 0.1 * (means - attractor).square().sum()
         loss.backward()
         return loss.detach(), visible
@@ -79,11 +80,16 @@ def initial_params(num_rows: int = NUM_ROWS, seed: int = 0) -> dict[str, torch.T
     }
 
 
+def rank_device() -> torch.device:
+    """This rank's GPU under NCCL, the CPU under gloo."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
 class ToyModel:
-    """Shared parameters and one SelectiveAdam per parameter, as nerfstudio's Gaussians are set up."""
+    """Shared parameters on this rank's device and one SelectiveAdam per parameter, as nerfstudio sets Gaussians up."""
 
     def __init__(self, tensors: dict[str, torch.Tensor]):
-        self.params = {name: torch.nn.Parameter(tensor.clone()) for name, tensor in tensors.items()}
+        self.params = {name: torch.nn.Parameter(tensor.to(rank_device(), copy=True)) for name, tensor in tensors.items()}
         self.optimizers = {name: SelectiveAdam([param], lr=LEARNING_RATES[name]) for name, param in self.params.items()}
 
     def append_rows(self, rows: torch.Tensor) -> None:
@@ -100,14 +106,13 @@ class ToyModel:
             self.params[name] = new
 
     def snapshot(self) -> dict[str, torch.Tensor]:
-        """Parameters and both Adam moments, detached copies."""
+        """Parameters, both Adam moments and step counts, copied to the CPU."""
         out = {}
         for name, param in self.params.items():
             state = self.optimizers[name].state[param]
-            out[name] = param.detach().clone()
-            out[f"{name}.exp_avg"] = state["exp_avg"].clone()
-            out[f"{name}.exp_avg_sq"] = state["exp_avg_sq"].clone()
-            out[f"{name}.step"] = state["step"].clone()
+            out[name] = param.detach().cpu()
+            for key in ("exp_avg", "exp_avg_sq", "step"):
+                out[f"{name}.{key}"] = state[key].cpu()
         return out
 
 
@@ -124,26 +129,31 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _rank_entry(worker: Callable[[int, Path], None], rank: int, world_size: int, port: int, out_dir: Path) -> None:
+def _rank_entry(
+    worker: Callable[[int, Path], None], rank: int, world_size: int, port: int, out_dir: Path, backend: str
+) -> None:
     """Join the group from torchrun-style variables, run ``worker``; write any error to ``rank{rank}.error``."""
     os.environ.update(
         RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
     )
     torch.set_num_threads(1)
     try:
-        with process_group_from_env(timeout_s=10.0, backend="gloo"):
+        with process_group_from_env(timeout_s=10.0, backend=backend):
             worker(rank, out_dir)
     except BaseException:
         (out_dir / f"rank{rank}.error").write_text(traceback.format_exc())
         raise
 
 
-def spawn_ranks(worker: Callable[[int, Path], None], out_dir: Path, world_size: int = 2, join_timeout_s: float = 120.0) -> list[int]:
+def spawn_ranks(
+    worker: Callable[[int, Path], None], out_dir: Path, world_size: int, backend: str, join_timeout_s: float = 120.0
+) -> list[int]:
     """Run ``worker(rank, out_dir)`` in ``world_size`` spawned processes; return their exit codes."""
     context = mp.get_context("spawn")
     port = free_port()
     processes = [
-        context.Process(target=_rank_entry, args=(worker, rank, world_size, port, out_dir)) for rank in range(world_size)
+        context.Process(target=_rank_entry, args=(worker, rank, world_size, port, out_dir, backend))
+        for rank in range(world_size)
     ]
     for process in processes:
         process.start()

@@ -210,7 +210,7 @@ def test_backend_selection(monkeypatch):
 @pytest.mark.skipif(not triton_available() or triton_interpreting(), reason="needs triton; runs the interpreter itself")
 def test_triton_kernels_under_interpreter():
     """Run the Triton cases of the kernel and optimizer tests through Triton's interpreter (CI's GPU code path)."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}  # the interpreter runs on CPU tensors
     env.pop(BACKEND_ENV_VAR, None)
     test_files = [__file__, str(Path(__file__).with_name("test_selective_adam.py"))]
     result = subprocess.run(

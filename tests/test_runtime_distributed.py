@@ -1,7 +1,8 @@
-"""The Odin runtime on 2 CPU ranks (gloo): quality-first equals sync, hazards are resolved, faults surface.
+"""The Odin runtime on 2 ranks: quality-first equals sync, hazards are resolved, faults surface.
 
-All scenarios share one spawn of two ranks (process start-up dominates the cost); each rank saves what it ended
-with, and the tests compare the ranks, the modes and the exchange kinds.
+All scenarios share one spawn of two ranks per backend (process start-up dominates the cost); each rank saves what
+it ended with, and the tests compare the ranks, the modes and the exchange kinds. gloo on the CPU always runs; the
+same scenarios run under NCCL on 2 GPUs where available.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from runtime_toy import (
     unit_functions,
     visible_rows,
 )
-from odin_ns.runtime.executor import StaleUnitError
+from odin_ns.runtime.executor import DrainingBarrier, StaleUnitError
 
 WORLD_SIZE = 2
 DISJOINT = [[cell_view((2 * unit + rank) % GRID**2) for rank in range(WORLD_SIZE)] for unit in range(60)]
@@ -57,15 +58,15 @@ def train(rank: int, schedule, params: dict[str, torch.Tensor], **config) -> tup
 
 
 def train_with_densification(rank: int, mode: str) -> dict[str, torch.Tensor]:
-    """10 units, a structural change decided from statistics reduced over ranks, 10 more units."""
+    """10 units, a structural change decided from statistics reduced over ranks by the barrier, 10 more units."""
     model = ToyModel(initial_params())
     runtime = make_runtime(model, mode=mode)
+    barrier = DrainingBarrier(runtime, {"seen": "sum"})
     run_schedule(runtime, DISJOINT[:10], rank)
-    runtime.drain()
-    seen_here = visible_rows(model.params["means"].detach(), DISJOINT[9][rank]).float()
-    seen = runtime.reduce_statistics({"seen": seen_here}, {"seen": "sum"})["seen"]
-    model.append_rows(seen.nonzero().squeeze(1)[:APPENDED_ROWS])
-    runtime.rebind(model.params, model.optimizers)
+    state = {"seen": visible_rows(model.params["means"].detach(), DISJOINT[9][rank]).float()}
+    barrier.before_change(state)
+    model.append_rows(state["seen"].nonzero().squeeze(1)[:APPENDED_ROWS])
+    barrier.after_change(model.params)
     run_schedule(runtime, DISJOINT[10:20], rank, first_unit=10)
     runtime.drain()
     return model.snapshot()
@@ -118,10 +119,22 @@ def rank_errors(out_dir: Path) -> dict[int, str]:
     return {rank: (out_dir / f"rank{rank}.error").read_text() for rank in range(WORLD_SIZE) if (out_dir / f"rank{rank}.error").exists()}
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> list[dict]:
-    out_dir = tmp_path_factory.mktemp("runtime")
-    exit_codes = spawn_ranks(scenario_worker, out_dir, WORLD_SIZE)
+@pytest.fixture(
+    scope="module",
+    params=[
+        "gloo",
+        pytest.param(
+            "nccl",
+            marks=[
+                pytest.mark.gpu,
+                pytest.mark.skipif(torch.cuda.device_count() < WORLD_SIZE, reason=f"needs {WORLD_SIZE} CUDA GPUs"),
+            ],
+        ),
+    ],
+)
+def results(request, tmp_path_factory) -> list[dict]:
+    out_dir = tmp_path_factory.mktemp(f"runtime-{request.param}")
+    exit_codes = spawn_ranks(scenario_worker, out_dir, WORLD_SIZE, backend=request.param)
     assert exit_codes == [0] * WORLD_SIZE, rank_errors(out_dir)
     return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(WORLD_SIZE)]
 
@@ -184,7 +197,7 @@ def test_publishing_a_unit_staged_before_a_structural_change_raises(results):
 
 
 def test_dead_peer_makes_the_survivor_fail_with_a_clear_error(tmp_path):
-    exit_codes = spawn_ranks(dying_peer_worker, tmp_path, WORLD_SIZE)
+    exit_codes = spawn_ranks(dying_peer_worker, tmp_path, WORLD_SIZE, backend="gloo", join_timeout_s=60.0)
     errors = rank_errors(tmp_path)
     assert exit_codes[1] == 1
     assert exit_codes[0] not in (0, None), "the survivor must exit non-zero, not hang"

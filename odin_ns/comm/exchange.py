@@ -22,6 +22,8 @@ from odin_ns.kernels import BITS_PER_WORD, gather_rows_packed, scatter_rows_pack
 
 RowRange = tuple[int, int]
 STATISTIC_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+_all_gather_into_tensor = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+"""torch 2.14 renamed all_gather_into_tensor (deprecated there); older torch, which the project supports, has only it."""
 
 
 class Clock(Protocol):
@@ -88,7 +90,7 @@ class Collective:
         self,
         what: str,
         output: torch.Tensor,
-        payload_bytes: int,
+        inputs: tuple[torch.Tensor, ...],
         launch: Callable[[], dist.Work],
         timeout: timedelta,
         clock: Clock,
@@ -96,15 +98,17 @@ class Collective:
     ):
         self.what = what
         self.output = output
-        self.payload_bytes = payload_bytes
+        self.payload_bytes = sum(t.numel() * t.element_size() for t in inputs)
         self._timeout = timeout
         self._clock = clock
         self._work: dist.Work | None = None
+        self._inputs: tuple[torch.Tensor, ...] = ()
         self._done_event: torch.cuda.Event | None = None
         if stream is None:
             self.started = clock.now()
             with naming_peer_failures(what, timeout):
                 self._work = launch()
+            self._inputs = inputs
             self.finished: Any = None
             return
         stream.wait_stream(torch.cuda.current_stream(stream.device))
@@ -114,6 +118,9 @@ class Collective:
             self.finished = clock.now()
             self._done_event = torch.cuda.Event()
             self._done_event.record(stream)
+        for tensor in (*inputs, output):
+            # Allocated on the compute stream, used until the collective completes: tell the caching allocator.
+            tensor.record_stream(stream)
 
     def wait(self) -> torch.Tensor:
         """The collective's output, once usable by work queued after this call on the current stream."""
@@ -122,7 +129,7 @@ class Collective:
         elif self._work is not None:
             wait_for(self._work, self.what, self._timeout)
             self.finished = self._clock.now()
-            self._work = None
+            self._work, self._inputs = None, ()
         return self.output
 
 
@@ -140,8 +147,8 @@ def all_gather_async(
     return Collective(
         what,
         output,
-        local.numel() * local.element_size(),
-        lambda: dist.all_gather_single(output.view(-1), local.view(-1), group=group, async_op=True),
+        (local,),
+        lambda: _all_gather_into_tensor(output.view(-1), local.view(-1), group=group, async_op=True),
         timeout,
         clock,
         stream,
@@ -160,7 +167,7 @@ def all_reduce_sum_async(
     return Collective(
         what,
         buffer,
-        buffer.numel() * buffer.element_size(),
+        (buffer,),
         lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group, async_op=True),
         timeout,
         clock,

@@ -102,19 +102,21 @@ def bitmap_andnot(a: torch.Tensor, b: torch.Tensor, backend: str = "auto") -> to
     return _binary(a, b, "andnot", backend)
 
 
-def _counts(a: torch.Tensor, b: torch.Tensor, backend: str) -> torch.Tensor:
-    """int64 [2] tensor (|a|, |a & b|) computed in one pass over both bitmaps."""
+def _counts(a: torch.Tensor, b: torch.Tensor, backend: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """0-d tensors (|a|, |a & b|, |a & b| / |a| or 0 when a is empty), from one pass over both bitmaps."""
     _check_same_shape(a, b)
     if resolve_backend(backend, a) == "triton":
         return triton_kernels().bitmap_counts(a, b)
-    return torch.stack([_popcount_words_torch(a).sum(), _popcount_words_torch(a & b).sum()])
+    read_count, shared_count = _popcount_words_torch(a).sum(), _popcount_words_torch(a & b).sum()
+    ratio = shared_count.to(torch.float32) / read_count.clamp_min(1).to(torch.float32)
+    return read_count, shared_count, torch.where(read_count > 0, ratio, torch.zeros_like(ratio))
 
 
 def bitmap_count(a: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     """Number of set bits, as a 0-d int64 tensor on ``a``'s device (no host sync)."""
     check_bitmap(a, "a")
     if resolve_backend(backend, a) == "triton":
-        return triton_kernels().bitmap_counts(a, None)[0]
+        return triton_kernels().bitmap_count(a)
     return _popcount_words_torch(a).sum()
 
 
@@ -124,10 +126,8 @@ def bitmap_and_count(a: torch.Tensor, b: torch.Tensor, backend: str = "auto") ->
 
 
 def overlap_ratio(read: torch.Tensor, update: torch.Tensor, backend: str = "auto") -> torch.Tensor:
-    """|read ∩ update| / |read| as a 0-d float32 tensor (0 when ``read`` is empty)."""
-    read_count, shared_count = _counts(read, update, backend).unbind()
-    ratio = shared_count.to(torch.float32) / read_count.clamp_min(1).to(torch.float32)
-    return torch.where(read_count > 0, ratio, torch.zeros_like(ratio))
+    """|read ∩ update| / |read| as a 0-d float32 tensor (0 when ``read`` is empty), in one launch on Triton."""
+    return _counts(read, update, backend)[2]
 
 
 def bitmap_to_mask(a: torch.Tensor, n: int, backend: str = "auto") -> torch.Tensor:

@@ -61,15 +61,24 @@ def _binary_kernel(a_ptr, b_ptr, out_ptr, num_words, OP: tl.constexpr, BLOCK_W: 
 
 
 @triton.jit
-def _count_kernel(a_ptr, b_ptr, out_ptr, num_words, HAS_B: tl.constexpr, BLOCK_W: tl.constexpr):
-    """out[0] += |a|, and out[1] += |a & b| when b is given, over this program's words."""
+def _count_kernel(a_ptr, b_ptr, counters_ptr, ratio_ptr, num_words, HAS_B: tl.constexpr, BLOCK_W: tl.constexpr):
+    """counters[0] += |a| and, with b, counters[1] += |a & b|; the last program to finish also writes the ratio.
+
+    The ratio is fused (counters[2] counts finished programs) so a hazard check is one launch, not a launch plus
+    a handful of torch ops on the counts. Atomics are acq_rel, so the last program sees every program's counts.
+    """
     words = tl.program_id(0) * BLOCK_W + tl.arange(0, BLOCK_W)
     valid = words < num_words
     a = tl.load(a_ptr + words, mask=valid, other=0)
-    tl.atomic_add(out_ptr, tl.sum(_popcount32(a)).to(tl.int64))
+    tl.atomic_add(counters_ptr, tl.sum(_popcount32(a)).to(tl.int64))
     if HAS_B:
         b = tl.load(b_ptr + words, mask=valid, other=0)
-        tl.atomic_add(out_ptr + 1, tl.sum(_popcount32(a & b)).to(tl.int64))
+        tl.atomic_add(counters_ptr + 1, tl.sum(_popcount32(a & b)).to(tl.int64))
+        if tl.atomic_add(counters_ptr + 2, 1) == tl.num_programs(0) - 1:
+            read_count = tl.atomic_add(counters_ptr, 0)
+            shared_count = tl.atomic_add(counters_ptr + 1, 0)
+            ratio = tl.div_rn(shared_count.to(tl.float32), tl.maximum(read_count, 1).to(tl.float32))
+            tl.store(ratio_ptr, tl.where(read_count > 0, ratio, 0.0))
 
 
 @triton.jit
@@ -194,12 +203,20 @@ def bitmap_binary(a: torch.Tensor, b: torch.Tensor, op: str) -> torch.Tensor:
     return out
 
 
-def bitmap_counts(a: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    """int64 [2]: (|a|, |a & b|); the second entry stays 0 when b is None."""
-    out = torch.zeros(2, dtype=torch.int64, device=a.device)
+def bitmap_count(a: torch.Tensor) -> torch.Tensor:
+    counters = torch.zeros(1, dtype=torch.int64, device=a.device)
     if a.numel():
-        _count_kernel[_word_grid(a.numel())](a, b, out, a.numel(), HAS_B=b is not None, BLOCK_W=BLOCK_WORDS)
-    return out
+        _count_kernel[_word_grid(a.numel())](a, None, counters, None, a.numel(), HAS_B=False, BLOCK_W=BLOCK_WORDS)
+    return counters[0]
+
+
+def bitmap_counts(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """0-d tensors (|a|, |a & b|, |a & b| / |a| or 0) from one launch."""
+    counters = torch.zeros(3, dtype=torch.int64, device=a.device)
+    ratio = torch.zeros((), dtype=torch.float32, device=a.device) if a.numel() == 0 else torch.empty((), device=a.device)
+    if a.numel():
+        _count_kernel[_word_grid(a.numel())](a, b, counters, ratio, a.numel(), HAS_B=True, BLOCK_W=BLOCK_WORDS)
+    return counters[0], counters[1], ratio
 
 
 def bitmap_indices(a: torch.Tensor) -> torch.Tensor:

@@ -5,30 +5,36 @@ from __future__ import annotations
 from nerfstudio.configs.base_config import ViewerConfig
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
-from nerfstudio.pipelines.base_pipeline import VanillaPipelineConfig
-from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanagerConfig
 from nerfstudio.plugins.types import MethodSpecification
 
+from odin_ns.data.datamanager import OdinDataManagerConfig
 from odin_ns.data.dataparser import OdinDataParserConfig
 from odin_ns.model import OdinSplatfactoModelConfig
+from odin_ns.optim import SelectiveAdamOptimizerConfig
+from odin_ns.pipeline import GAUSSIAN_GROUPS, OdinPipelineConfig
 from odin_ns.trainer import OdinTrainerConfig
 
 METHOD_NAME = "odin-splatfacto"
 
 
 def gaussian_optimizers(max_steps: int) -> dict:
-    """splatfacto's per-group learning rates and schedules."""
+    """splatfacto's per-group learning rates and schedules; the Gaussians' groups use the visibility-masked Adam."""
 
-    def adam(lr: float) -> AdamOptimizerConfig:
+    def adam(lr: float, name: str = "") -> AdamOptimizerConfig:
+        if name in GAUSSIAN_GROUPS:
+            return SelectiveAdamOptimizerConfig(lr=lr, eps=1e-15)
         return AdamOptimizerConfig(lr=lr, eps=1e-15)
 
     return {
-        "means": {"optimizer": adam(1.6e-4), "scheduler": ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=max_steps)},
-        "features_dc": {"optimizer": adam(0.0025), "scheduler": None},
-        "features_rest": {"optimizer": adam(0.0025 / 20), "scheduler": None},
-        "opacities": {"optimizer": adam(0.05), "scheduler": None},
-        "scales": {"optimizer": adam(0.005), "scheduler": None},
-        "quats": {"optimizer": adam(0.001), "scheduler": None},
+        "means": {
+            "optimizer": adam(1.6e-4, "means"),
+            "scheduler": ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=max_steps),
+        },
+        "features_dc": {"optimizer": adam(0.0025, "features_dc"), "scheduler": None},
+        "features_rest": {"optimizer": adam(0.0025 / 20, "features_rest"), "scheduler": None},
+        "opacities": {"optimizer": adam(0.05, "opacities"), "scheduler": None},
+        "scales": {"optimizer": adam(0.005, "scales"), "scheduler": None},
+        "quats": {"optimizer": adam(0.001, "quats"), "scheduler": None},
         "camera_opt": {
             "optimizer": adam(1e-4),
             "scheduler": ExponentialDecaySchedulerConfig(lr_final=5e-7, max_steps=max_steps, warmup_steps=1000, lr_pre_warmup=0),
@@ -49,8 +55,8 @@ odin_splatfacto = MethodSpecification(
         steps_per_eval_all_images=1000,
         max_num_iterations=30000,
         mixed_precision=False,
-        pipeline=VanillaPipelineConfig(
-            datamanager=FullImageDatamanagerConfig(dataparser=OdinDataParserConfig(), cache_images_type="uint8"),
+        pipeline=OdinPipelineConfig(
+            datamanager=OdinDataManagerConfig(dataparser=OdinDataParserConfig(), cache_images_type="uint8"),
             model=OdinSplatfactoModelConfig(),
         ),
         optimizers=gaussian_optimizers(max_steps=30000),

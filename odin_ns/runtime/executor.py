@@ -409,3 +409,26 @@ class OdinRuntime:
             return loss, visible, staging
         record.reruns += 1
         return self._compute(compute_fn, views, record, "rerun_compute_s", ())
+
+
+GSPLAT_STATISTIC_OPS = {"grad2d": "sum", "count": "sum", "radii": "max"}
+"""How gsplat's DefaultStrategy statistics combine over ranks: gradient sums and view counts add, radii take the max."""
+
+
+class DrainingBarrier:
+    """The structural barrier of a distributed run (``odin_ns.strategy.StructuralBarrier``): before a structural
+    change, publish everything in flight and make the densification statistics identical on every rank (so every
+    rank grows and prunes the same Gaussians); after it, rebind the runtime to the new tensors."""
+
+    def __init__(self, runtime: OdinRuntime, statistic_ops: Mapping[str, str] = GSPLAT_STATISTIC_OPS):
+        self._runtime = runtime
+        self._statistic_ops = dict(statistic_ops)
+
+    def before_change(self, state: dict[str, Any]) -> None:
+        """Drain, then replace the tensor statistics of ``state`` by their reduction over ranks."""
+        self._runtime.drain()
+        present = {name: state[name] for name in self._statistic_ops if isinstance(state.get(name), torch.Tensor)}
+        state.update(self._runtime.reduce_statistics(present, self._statistic_ops))
+
+    def after_change(self, params: Mapping[str, torch.Tensor]) -> None:
+        self._runtime.rebind(params)

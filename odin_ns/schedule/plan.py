@@ -3,10 +3,11 @@
 A *unit* is what all ranks render in one step: world_size x views_per_rank views, rank r taking the r-th block of
 views_per_rank. Each epoch is a fresh, seeded permutation of the training views cut into units:
 
-* ``rlg`` order: views are shuffled inside their region and cut into single-region units; units of the K regions
-  are interleaved evenly, ties broken along the region rotation (the cyclic order with the weakest coupling
-  between consecutive regions), so consecutive units come from weakly coupled regions. The views left over when a
-  region's size is not a multiple of the unit size are pooled into mixed units.
+* ``rlg`` order: views are shuffled inside their region and cut into single-region units; the units of the K
+  regions are interleaved evenly (never two of one region in a row while another region has units left), ties
+  going along the region rotation (the cyclic order with the weakest coupling between consecutive regions), so
+  consecutive units come from weakly coupled regions. The views left over when a region's size is not a multiple
+  of the unit size are pooled into mixed units, interleaved like one more region.
 * ``random`` order: a plain shuffle (the baseline).
 
 Remainder: when the number of views V is not a multiple of the unit size B, each epoch drops V mod B views (drawn at
@@ -20,6 +21,7 @@ where the next unit's compute may run during the previous unit's gradient exchan
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import time
@@ -89,9 +91,26 @@ def consecutive_conflicts(weights: sp.csr_matrix, units: np.ndarray) -> tuple[np
     return total, peak
 
 
-def _evenly_spread(count: int) -> np.ndarray:
-    """Positions in (0, 1) of count items spread evenly over an epoch."""
-    return (np.arange(count) + 0.5) / max(count, 1)
+def interleave_evenly(group_sizes: Sequence[int]) -> list[tuple[int, int]]:
+    """(group, index) of every item of the groups, each group spread evenly over the sequence.
+
+    Item i of a group of n sits at (i + 0.5) / n; ties go to the lower group. The next item never comes from the
+    group of the previous one while another group still has items, so equal-sized and unequal groups alike
+    alternate.
+    """
+    heap = [(0.5 / size, group, 0) for group, size in enumerate(group_sizes) if size > 0]
+    heapq.heapify(heap)
+    sequence, previous_group = [], None
+    while heap:
+        item = heapq.heappop(heap)
+        if item[1] == previous_group and heap:
+            item = heapq.heapreplace(heap, item)
+        _, group, index = item
+        sequence.append((group, index))
+        previous_group = group
+        if index + 1 < group_sizes[group]:
+            heapq.heappush(heap, ((index + 1.5) / group_sizes[group], group, index + 1))
+    return sequence
 
 
 @dataclass(eq=False)
@@ -167,21 +186,17 @@ class SchedulePlan:
 
     def _rlg_units(self, rng: np.random.Generator) -> np.ndarray:
         size = self.views_per_step
-        blocks, spread, rotation_position, leftovers = [], [], [], []
-        for position, region in enumerate(self.rotation):
+        groups, leftovers = [], []
+        for region in self.rotation:
             views = rng.permutation(np.flatnonzero(self.partition.labels == region))
             full_units = len(views) // size
-            blocks.append(views[: full_units * size].reshape(full_units, size))
+            groups.append(views[: full_units * size].reshape(full_units, size))
             leftovers.append(views[full_units * size :])
-            spread.append(_evenly_spread(full_units))
-            rotation_position.append(np.full(full_units, position))
         pool = np.concatenate(leftovers)
         pool = np.delete(pool, rng.choice(len(pool), len(pool) % size, replace=False))
-        blocks.append(pool.reshape(-1, size))
-        spread.append(_evenly_spread(len(pool) // size))
-        rotation_position.append(np.full(len(pool) // size, len(self.rotation)))
-        step_order = np.lexsort((np.concatenate(rotation_position), np.concatenate(spread)))
-        return np.concatenate(blocks)[step_order]
+        groups.append(pool.reshape(-1, size))
+        sequence = interleave_evenly([len(group) for group in groups])
+        return np.stack([groups[group][index] for group, index in sequence])
 
     def _unit(self, step: int) -> np.ndarray:
         if step < 0:

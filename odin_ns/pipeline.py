@@ -1,0 +1,158 @@
+"""OdinPipeline: nerfstudio's pipeline with Odin's runtime owning the gradient exchange (no DDP).
+
+Each training step is one task unit: this rank renders its views on private shadow views of the Gaussians, and the
+runtime (:mod:`odin_ns.runtime`) exchanges the gradients and publishes them with the selective Adam, synchronously
+(``sync``) or overlapped with the next unit (``quality-first``). The model knows nothing of ranks: the pipeline hands
+it the shadow views to render from and answers the densification strategy's barrier (drain, reduce statistics,
+rebind).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type
+
+import torch
+import torch.distributed as dist
+from nerfstudio.configs.base_config import PrintableConfig
+from nerfstudio.engine.optimizers import Optimizers
+from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
+
+from odin_ns.runtime.executor import OdinRuntime, RuntimeConfig
+
+GAUSSIAN_GROUPS = ("means", "scales", "quats", "features_dc", "features_rest", "opacities")
+DENSIFICATION_STATISTICS = {"grad2d": "sum", "count": "sum", "radii": "max"}
+"""How per-rank densification statistics combine so every rank makes the same grow/prune decisions."""
+
+
+@dataclass
+class OdinConfig(PrintableConfig):
+    """How the Gaussians' gradients are exchanged and published across ranks."""
+
+    mode: Literal["sync", "quality-first", "throughput-first"] = "quality-first"
+    """sync: all-reduce then step every unit; quality-first: overlap a unit's exchange with the next unit when their
+    Gaussian scopes do not conflict (same result as sync); throughput-first: also admit bounded delayed reads."""
+    tau: float = 0.2
+    """throughput-first: largest admitted fraction of a unit's read scope whose update is still in flight."""
+    exchange: Literal["dense", "scoped", "auto"] = "auto"
+    """dense: all-reduce every row; scoped: only the rows some rank updated; auto: scoped when the scope is small."""
+    bucket_mb: float = 25.0
+    """Size of one all-reduced bucket of gradient rows."""
+    timeout_s: float = 600.0
+    """A rank waiting longer than this on a collective (a peer died or hung) exits with an error."""
+    scale_with_batch: bool = True
+    """Scale learning rates by sqrt(B), Adam betas to beta**B and count schedules in views, for B views per step
+    over all ranks; False keeps splatfacto's per-step values whatever the batch."""
+
+    def runtime_config(self) -> RuntimeConfig:
+        if self.mode == "throughput-first":
+            raise NotImplementedError("throughput-first mode is not implemented yet; use sync or quality-first")
+        return RuntimeConfig(
+            mode=self.mode, exchange=self.exchange, bucket_bytes=int(self.bucket_mb * 2**20), timeout_s=self.timeout_s
+        )
+
+
+@dataclass
+class OdinPipelineConfig(VanillaPipelineConfig):
+    """Pipeline whose gradient exchange is Odin's runtime."""
+
+    _target: Type = field(default_factory=lambda: OdinPipeline)
+    odin: OdinConfig = field(default_factory=OdinConfig)
+
+
+class OdinPipeline(VanillaPipeline):
+    """Trains one task unit per step through :class:`OdinRuntime`; see the module docstring."""
+
+    config: OdinPipelineConfig
+
+    def __init__(
+        self,
+        config: OdinPipelineConfig,
+        device: str,
+        test_mode: Literal["test", "val", "inference"] = "val",
+        world_size: int = 1,
+        local_rank: int = 0,
+        grad_scaler: Optional[torch.cuda.amp.GradScaler] = None,
+    ):
+        # world_size=1 keeps VanillaPipeline from wrapping the model in DDP: the runtime owns the exchange.
+        super().__init__(config, device, test_mode, world_size=1, local_rank=local_rank, grad_scaler=grad_scaler)
+        self.world_size = world_size
+        self.runtime: Optional[OdinRuntime] = None
+        self._optimizers: Optional[Optimizers] = None
+
+    # ------------------------------------------------------------------------------------------------- training
+
+    def train_unit(self, step: int, optimizers: Optimizers) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
+        """Render, backpropagate and hand this rank's unit to the runtime; returns (loss, loss dict, metrics)."""
+        runtime = self._runtime(optimizers)
+        camera, batch = self.datamanager.next_train(step)
+        results: Dict[str, Dict[str, Any]] = {}
+
+        def compute(views: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+            with self.model.rendering_from(views):
+                outputs = self.model(camera)
+                metrics = self.model.get_metrics_dict(outputs, batch)
+                losses = self.model.get_loss_dict(outputs, batch, metrics)
+            loss = torch.stack(list(losses.values())).sum()
+            loss.backward()
+            results.update(losses=losses, metrics=metrics)
+            return loss.detach(), (self.model.info["radii"] > 0).any(dim=0)
+
+        def read_scope(views: Dict[str, torch.Tensor]) -> torch.Tensor:
+            with self.model.rendering_from(views):
+                return self.model.visible_gaussians(camera)
+
+        loss = runtime.run_unit(step, compute, read_scope)
+        self._step_shared_groups(optimizers)
+        return loss, results["losses"], results["metrics"]
+
+    def drain(self) -> None:
+        """Publish every in-flight unit on every rank (collective): before checkpoints and at the end of training."""
+        if self.runtime is not None:
+            self.runtime.drain()
+
+    def _runtime(self, optimizers: Optimizers) -> OdinRuntime:
+        if self.runtime is None:
+            if not dist.is_initialized():  # a single process: a one-rank group keeps one code path
+                dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+            self._optimizers = optimizers
+            self.runtime = OdinRuntime(
+                self.model.gauss_params, self._gaussian_optimizers(), self.config.odin.runtime_config()
+            )
+            self.model.strategy.barrier = self
+        return self.runtime
+
+    def _gaussian_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
+        assert self._optimizers is not None
+        return {name: self._optimizers.optimizers[name] for name in GAUSSIAN_GROUPS}
+
+    def _step_shared_groups(self, optimizers: Optimizers) -> None:
+        """Non-Gaussian groups (camera optimizer, bilateral grid): small, averaged densely and stepped every unit."""
+        for group, params in optimizers.parameters.items():
+            if group in GAUSSIAN_GROUPS:
+                continue
+            if self.world_size > 1:
+                for param in params:
+                    if param.grad is not None:
+                        dist.all_reduce(param.grad)
+                        param.grad /= self.world_size
+            optimizers.optimizer_step(group)
+
+    # ------------------------------------------------------------------- StructuralBarrier (odin_ns.strategy)
+
+    def before_change(self, state: Dict[str, Any]) -> None:
+        """Publish everything in flight and give every rank the same densification statistics."""
+        assert self.runtime is not None
+        self.runtime.drain()
+        if self.world_size > 1:
+            present = {key: state[key] for key in DENSIFICATION_STATISTICS if state.get(key) is not None}
+            state.update(self.runtime.reduce_statistics(present, {k: DENSIFICATION_STATISTICS[k] for k in present}))
+
+    def after_change(self, params: Dict[str, torch.nn.Parameter]) -> None:
+        """The strategy replaced the parameter tensors: bind the runtime to the new ones."""
+        assert self.runtime is not None
+        self.runtime.rebind(params, self._gaussian_optimizers())
+
+    def unit_records(self) -> List[Dict[str, Any]]:
+        """Per-unit runtime statistics recorded so far (cleared by the caller's logging)."""
+        return [] if self.runtime is None else self.runtime.stats.as_dicts()

@@ -1,0 +1,229 @@
+"""AOT plan: per-epoch permutations, rank assignment, predicted conflicts, plan file, figure, datamanager."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from odin_ns.schedule.figure import draw_plan
+from odin_ns.schedule.partition import partition_views
+from odin_ns.schedule.plan import SchedulePlan, build_plan, consecutive_conflicts
+from odin_ns.schedule.rlg import build_rlg
+from odin_ns.schedule.tracks import SFM_TRACKS, Observations, ViewCameras, incidence_matrix
+
+CUP77 = Path(__file__).parents[1] / ".." / "shared" / "data" / "cup77"
+needs_cup77 = pytest.mark.skipif(not CUP77.exists(), reason="cup77 not available")
+
+
+def strip_plan(num_views: int = 30, world_size: int = 1, views_per_rank: int = 1, **options) -> SchedulePlan:
+    """Views along a strip; each point is seen by 3 consecutive views, so neighbours on the strip overlap."""
+    views = np.concatenate([np.arange(start, start + 3) for start in range(num_views - 2)])
+    points = np.repeat(np.arange(num_views - 2), 3)
+    graph = build_rlg(Observations(incidence_matrix(views, points, num_views), SFM_TRACKS))
+    positions = np.stack([np.arange(num_views), np.zeros(num_views), np.zeros(num_views)], axis=1).astype(float)
+    return SchedulePlan(
+        view_names=[f"{view}.jpg" for view in range(num_views)],
+        graph=graph,
+        partition=partition_views(graph, options.pop("num_regions", 3), seed=0),
+        world_size=world_size,
+        views_per_rank=views_per_rank,
+        positions=positions,
+        **options,
+    )
+
+
+@pytest.mark.parametrize("order", ["rlg", "random"])
+@pytest.mark.parametrize(("world_size", "views_per_rank"), [(1, 1), (2, 1), (4, 2), (3, 3), (7, 4)])
+def test_each_epoch_visits_views_at_most_once_and_drops_the_remainder(order, world_size, views_per_rank):
+    plan = strip_plan(30, world_size, views_per_rank, order=order)
+    per_step = world_size * views_per_rank
+    seen_over_epochs = set()
+    for epoch in range(12):
+        units = plan.epoch_units(epoch)
+        assert units.shape == (30 // per_step, per_step)
+        flat = units.reshape(-1)
+        assert len(set(flat.tolist())) == len(flat) == 30 - 30 % per_step
+        seen_over_epochs |= set(flat.tolist())
+    assert seen_over_epochs == set(range(30))  # the dropped remainder changes from epoch to epoch
+
+
+def test_steps_continue_across_epochs_and_ranks_split_each_unit():
+    plan = strip_plan(30, world_size=3, views_per_rank=2)
+    assert plan.units_per_epoch == 5
+    for step in range(12):
+        epoch, unit = divmod(step, 5)
+        per_rank = plan.unit_views(step)
+        assert per_rank == plan.epoch_units(epoch)[unit].reshape(3, 2).tolist()
+        assert [plan.views_for(step, rank) for rank in range(3)] == per_rank
+        assert len({view for views in per_rank for view in views}) == 6
+    with pytest.raises(ValueError, match="rank 3 outside world of size 3"):
+        plan.views_for(0, 3)
+    with pytest.raises(ValueError, match="step must be non-negative"):
+        plan.unit_views(-1)
+
+
+def test_plan_is_deterministic_per_seed():
+    first, again, other = strip_plan(seed=5), strip_plan(seed=5), strip_plan(seed=6)
+    assert (first.epoch_units(3) == again.epoch_units(3)).all()
+    assert not (first.epoch_units(3) == other.epoch_units(3)).all()
+    assert not (first.epoch_units(0) == first.epoch_units(1)).all()
+
+
+def test_more_views_per_step_than_views_is_an_error():
+    with pytest.raises(ValueError, match="= 32 views per step exceeds the 30 training views"):
+        strip_plan(30, world_size=8, views_per_rank=4)
+    with pytest.raises(ValueError, match="exceeds the 30 training views"):
+        strip_plan(30).with_batch(world_size=31)
+
+
+def test_rlg_order_rotates_regions_and_beats_random_on_conflict():
+    plan = strip_plan(30)
+    labels = plan.partition.labels
+    units = plan.epoch_units(0)[:, 0]
+    assert (labels[units[1:]] != labels[units[:-1]]).all()  # never two units of one region in a row
+    planned, shuffled = plan.epoch_conflicts(0), plan.with_batch(order="random").epoch_conflicts(0)
+    assert planned.total.mean() < shuffled.total.mean()
+
+
+def test_predicted_conflicts_match_a_dense_computation():
+    plan = strip_plan(30, world_size=2, views_per_rank=2, conflict_threshold=0.3)
+    dense = plan.graph.weights.toarray()
+    conflicts = plan.epoch_conflicts(0)
+    for step in range(plan.units_per_epoch):  # the last pair reaches into epoch 1
+        block = dense[np.ix_(sum(plan.unit_views(step), []), sum(plan.unit_views(step + 1), []))]
+        assert conflicts.total[step] == pytest.approx(block.sum())
+        assert conflicts.peak[step] == pytest.approx(block.max())
+        assert plan.predicted_conflict(step) == pytest.approx((block.sum(), block.max()))
+        assert plan.overlap_window(step) == (block.max() < 0.3) == conflicts.admissible[step]
+    assert conflicts.admissible_fraction == pytest.approx(conflicts.admissible.mean())
+
+
+def test_consecutive_conflicts_of_a_single_unit_is_empty():
+    total, peak = consecutive_conflicts(strip_plan().graph.weights, np.array([[0, 1]]))
+    assert len(total) == len(peak) == 0
+
+
+def test_view_without_observations_is_still_scheduled(caplog):
+    """Documented behaviour: a view that shares no point gets no edges, a region, and a place in every epoch."""
+    views, points = np.array([0, 1, 1, 2, 2, 3]), np.array([0, 0, 1, 1, 2, 2])  # view 4 observes nothing
+    cameras = ViewCameras(
+        np.tile(np.eye(4)[:3], (5, 1, 1)), *(np.full(5, 50.0),) * 4, width=np.full(5, 100.0), height=np.full(5, 100.0)
+    )
+    with caplog.at_level(logging.WARNING, logger="odin_ns.schedule.rlg"):
+        graph = build_rlg(Observations(incidence_matrix(views, points, 5), SFM_TRACKS))
+    assert "1 of 5 views share no point" in caplog.text
+    plan = SchedulePlan([f"{v}.jpg" for v in range(5)], graph, partition_views(graph, 2), positions=cameras.positions)
+    assert graph.isolated_views().tolist() == [4]
+    assert sorted(plan.epoch_units(0).reshape(-1).tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_plan_file_round_trip_and_view_check(tmp_path):
+    plan = strip_plan(30, world_size=2)
+    plan.save(tmp_path / "plan.npz")
+    loaded = SchedulePlan.load(tmp_path / "plan.npz")
+    assert loaded.view_names == plan.view_names and loaded.world_size == 2
+    assert (loaded.epoch_units(2) == plan.epoch_units(2)).all()
+    assert loaded.summary()["intra_region_weight_fraction"] == pytest.approx(plan.partition.intra_fraction)
+    loaded.check_views(plan.view_names)
+    with pytest.raises(ValueError, match="training view 1 is 'x.jpg' in the dataset but '1.jpg' in the plan"):
+        loaded.check_views(["0.jpg", "x.jpg"] + plan.view_names[2:])
+    with pytest.raises(ValueError, match="plan is for 30 training views, the dataset has 2"):
+        loaded.check_views(["0.jpg", "1.jpg"])
+    with pytest.raises(FileNotFoundError, match="no plan file"):
+        SchedulePlan.load(tmp_path / "missing.npz")
+
+
+def test_figure_is_written(tmp_path):
+    plan = strip_plan(30, world_size=2)
+    draw_plan(plan, tmp_path / "plan.png")
+    assert (tmp_path / "plan.png").read_bytes()[:4] == b"\x89PNG"
+    plan.positions = None
+    with pytest.raises(ValueError, match="no camera positions"):
+        draw_plan(plan, tmp_path / "other.png")
+
+
+@needs_cup77
+def test_cup77_consecutive_overlap_is_lower_than_random():
+    import pycolmap  # noqa: F401  (skips below without it)
+
+    rows = []
+    base = None
+    for world_size, views_per_rank in [(1, 1), (2, 1), (2, 2), (4, 2)]:
+        if base is None:
+            base = cup77_plan(world_size, views_per_rank)
+        plan = base.with_batch(world_size, views_per_rank)
+        summary = plan.summary()
+        rows.append((world_size, views_per_rank, summary["mean_conflict_sum"], summary["random_mean_conflict_sum"]))
+        print(
+            f"cup77 W={world_size} b={views_per_rank}: mean consecutive conflict rlg {summary['mean_conflict_sum']:.4f} "
+            f"random {summary['random_mean_conflict_sum']:.4f}; admissible windows "
+            f"{summary['admissible_window_fraction']:.0%} vs {summary['random_admissible_window_fraction']:.0%}"
+        )
+    assert all(planned < shuffled for _, _, planned, shuffled in rows)
+
+
+def cup77_plan(world_size: int, views_per_rank: int) -> SchedulePlan:
+    pytest.importorskip("pycolmap")
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+
+    config = ColmapDataParserConfig(data=CUP77, colmap_path=Path("sparse/0"), downscale_factor=1, load_3D_points=False)
+    outputs = config.setup().get_dataparser_outputs(split="train")
+    return build_plan(
+        outputs.image_filenames,
+        ViewCameras.from_nerfstudio(outputs.cameras),
+        recon_dir=CUP77 / "sparse" / "0",
+        world_size=world_size,
+        views_per_rank=views_per_rank,
+        seed=0,
+    )
+
+
+def cup77_datamanager(rank: int, world_size: int, **options):
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
+
+    from odin_ns.data.datamanager import OdinDataManagerConfig
+
+    # images_4/ holds the 4x downscaled images: nerfstudio reaches them with images_path "images" + downscale 4
+    # (the COLMAP cameras are 800x600; images_path="images_4" at factor 1 would mismatch the 200x150 images).
+    dataparser = ColmapDataParserConfig(data=CUP77, colmap_path=Path("sparse/0"), downscale_factor=4)
+    config = OdinDataManagerConfig(dataparser=dataparser, cache_images="gpu", **options)
+    return config.setup(device="cpu", world_size=world_size, local_rank=rank)
+
+
+@needs_cup77
+def test_datamanager_ranks_get_disjoint_views_covering_the_epoch():
+    pytest.importorskip("pycolmap")
+    managers = [cup77_datamanager(rank, 2) for rank in range(2)]
+    plan = managers[0].plan
+    assert plan.num_views == len(managers[0].train_dataset) == 67  # 77 images, every 8th held out
+    served = []
+    for step in range(plan.units_per_epoch):
+        per_rank = []
+        for rank, manager in enumerate(managers):
+            camera, data = manager.next_train(step)
+            view = camera.metadata["cam_idx"]
+            assert camera.shape == (1,) and data["image"].shape == (150, 200, 3)
+            assert torch.equal(data["image"], manager.cached_train[view]["image"])
+            per_rank.append(view)
+        assert per_rank[0] != per_rank[1]
+        assert managers[1].unit_views(step) == [[per_rank[0]], [per_rank[1]]]
+        served += per_rank
+    assert len(set(served)) == len(served) == 66  # 67 views, units of 2: one dropped this epoch
+
+
+@needs_cup77
+def test_plan_command_file_drives_a_batched_datamanager(tmp_path):
+    pytest.importorskip("pycolmap")
+    from odin_ns.data.datamanager import PlanCommand
+
+    PlanCommand(data=CUP77, world_size=2, out=tmp_path).main()
+    assert (tmp_path / "plan.png").stat().st_size > 10_000
+    manager = cup77_datamanager(0, 1, views_per_rank=2, plan_path=tmp_path / "plan.npz")
+    assert manager.plan.world_size == 1 and manager.plan.views_per_rank == 2  # the file is rescheduled
+    cameras, data = manager.next_train(0)
+    assert cameras.shape == (2,) and data["image"].shape == (2, 150, 200, 3)
+    assert cameras.metadata["cam_idx"] == manager.unit_views(0)[0]

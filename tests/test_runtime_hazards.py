@@ -1,0 +1,152 @@
+"""Single-process pieces of the runtime: scopes, hazard checks, admission, bucket packing, shadow views, config."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import torch
+
+from odin_ns.comm.exchange import RowBuckets, all_reduce_statistics, pack_rows, unpack_rows
+from odin_ns.comm.process_group import read_torchrun_env
+from odin_ns.kernels import bitmap_to_mask, pack_bitmap
+from odin_ns.runtime.executor import RuntimeConfig
+from odin_ns.runtime.shadow import shadow_views, staged_gradients
+from odin_ns.sync.hazards import (
+    HazardError,
+    QualityFirstPolicy,
+    WindowHazards,
+    check_private_staging,
+    raw_exposure,
+    stale_reads,
+)
+from odin_ns.sync.scopes import restrict_to_ranges, rows_per_range, scope_of, union_over_ranks
+
+NUM_ROWS = 1000
+CPU = torch.device("cpu")
+
+
+def scope(rows: list[int], num_rows: int = NUM_ROWS) -> torch.Tensor:
+    mask = torch.zeros(num_rows, dtype=torch.bool)
+    mask[rows] = True
+    return pack_bitmap(mask)
+
+
+def test_buckets_cover_all_rows_in_word_aligned_ranges():
+    tensors = [torch.zeros(NUM_ROWS, 3), torch.zeros(NUM_ROWS, 2, 2)]
+    buckets = RowBuckets.for_tensors(tensors, bucket_bytes=28 * 300)
+    assert buckets.rows_per_bucket == 288
+    assert buckets.ranges == [(0, 288), (288, 576), (576, 864), (864, 1000)]
+    assert RowBuckets.for_tensors(tensors, bucket_bytes=1).rows_per_bucket == 32
+
+
+def test_rows_per_range_and_restriction_follow_the_ranges():
+    bitmap = scope([0, 31, 32, 500, 999])
+    ranges = [(0, 32), (32, 512), (512, 1000)]
+    assert rows_per_range(bitmap, ranges).tolist() == [2, 2, 1]
+    restricted = bitmap_to_mask(restrict_to_ranges(bitmap, [ranges[1]]), NUM_ROWS)
+    assert restricted.nonzero().squeeze(1).tolist() == [32, 500]
+
+
+def test_union_over_ranks_is_the_or_of_the_rank_scopes():
+    gathered = torch.stack([scope([1, 2]), scope([2, 700])])
+    assert bitmap_to_mask(union_over_ranks(gathered), NUM_ROWS).nonzero().squeeze(1).tolist() == [1, 2, 700]
+
+
+def test_quality_first_publishes_exactly_the_buckets_holding_conflicting_rows():
+    ranges = RowBuckets(NUM_ROWS, 256).ranges
+    update = scope([10, 300, 301, 600, 900])
+    read = scope([11, 300, 900, 950])
+    hazards = WindowHazards.from_device(raw_exposure(update, read, ranges))
+    assert hazards == WindowHazards(conflict_rows=(0, 1, 0, 1), update_rows=(1, 2, 1, 1))
+    assert hazards.raw
+    assert QualityFirstPolicy().buckets_to_publish_first(hazards) == [1, 3]
+    disjoint = WindowHazards.from_device(raw_exposure(update, scope([11, 12]), ranges))
+    assert not disjoint.raw and QualityFirstPolicy().buckets_to_publish_first(disjoint) == []
+
+
+def test_stale_reads_count_only_rows_published_after_the_unit_ran():
+    update = scope([5, 600])
+    seen = scope([5, 600, 601])
+    assert stale_reads(update, [(512, 1000)], seen).item() == 1
+    assert stale_reads(update, [(0, 512), (512, 1000)], seen).item() == 2
+    assert stale_reads(update, [], seen).item() == 0
+
+
+def test_private_staging_rejects_aliased_or_leaked_gradients():
+    shared = {"means": torch.zeros(4, 3, requires_grad=True)}
+    in_flight = [torch.zeros(4, 3)]
+    check_private_staging({"means": torch.zeros(4, 3)}, shared, in_flight)
+    with pytest.raises(HazardError, match="shares memory"):
+        check_private_staging({"means": in_flight[0][1:]}, shared, in_flight)
+    shared["means"].grad = torch.ones(4, 3)
+    with pytest.raises(HazardError, match="instead of its shadow view"):
+        check_private_staging({"means": torch.zeros(4, 3)}, shared, in_flight)
+
+
+@pytest.mark.parametrize("indices", [None, torch.tensor([33, 40, 63])])
+def test_packed_rows_unpack_to_where_they_came_from(indices):
+    generator = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(100, 3, generator=generator), torch.randn(100, 2, 2, generator=generator)]
+    packed = pack_rows(tensors, (32, 64), indices)
+    assert packed.shape == ((32 if indices is None else 3), 7)
+    targets = [torch.zeros_like(t) for t in tensors]
+    unpack_rows(targets, (32, 64), indices, packed)
+    rows = torch.arange(32, 64) if indices is None else indices
+    for target, tensor in zip(targets, tensors):
+        assert torch.equal(target[rows], tensor[rows])
+        untouched = torch.ones(100, dtype=torch.bool)
+        untouched[rows] = False
+        assert not target[untouched].any()
+
+
+def test_scope_of_rejects_masks_of_the_wrong_kind():
+    assert scope_of(torch.ones(NUM_ROWS, dtype=torch.bool), NUM_ROWS, CPU).shape == (32,)
+    with pytest.raises(ValueError, match="bool mask of shape"):
+        scope_of(torch.ones(NUM_ROWS), NUM_ROWS, CPU)
+    with pytest.raises(ValueError, match="bool mask of shape"):
+        scope_of(torch.ones(NUM_ROWS - 1, dtype=torch.bool), NUM_ROWS, CPU)
+
+
+def test_shadow_views_read_the_shared_storage_and_stage_gradients_privately():
+    shared = {"means": torch.nn.Parameter(torch.ones(5, 3)), "unused": torch.nn.Parameter(torch.ones(5, 1))}
+    views = shadow_views(shared)
+    assert views["means"].data_ptr() == shared["means"].data_ptr()
+    (2 * views["means"]).sum().backward()
+    staged = staged_gradients(views)
+    assert shared["means"].grad is None
+    assert torch.equal(staged["means"], torch.full((5, 3), 2.0))
+    assert torch.equal(staged["unused"], torch.zeros(5, 1))
+
+
+def test_publication_must_not_happen_while_a_unit_graph_is_alive():
+    """Why the runtime publishes only before a unit's forward or after its backward: views share the version
+    counter of the shared tensor, so an in-place publication in between breaks the unit's backward."""
+    shared = torch.nn.Parameter(torch.ones(5, 3))
+    view = shadow_views({"means": shared})["means"]
+    loss = (view * view).sum()
+    with torch.no_grad():
+        shared.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    view = shadow_views({"means": shared})["means"]
+    (view * view).sum().backward()
+    with torch.no_grad():
+        shared.add_(1.0)
+    assert torch.equal(view.grad, torch.full((5, 3), 4.0))
+
+
+def test_runtime_config_and_environment_errors_name_the_problem():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        RuntimeConfig(mode="throughput-first")
+    with pytest.raises(ValueError, match="exchange must be one of"):
+        RuntimeConfig(exchange="sparse")
+    with pytest.raises(ValueError, match="missing torchrun environment variable"):
+        read_torchrun_env({"RANK": "0", "WORLD_SIZE": "2"})
+    assert read_torchrun_env(
+        {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+    ) == (1, 2, 1)
+    with pytest.raises(ValueError, match="reduction op"):
+        all_reduce_statistics({"count": torch.zeros(3)}, {}, timedelta(seconds=1))
+    with pytest.raises(ValueError, match="must be one of"):
+        all_reduce_statistics({"count": torch.zeros(3)}, {"count": "mean"}, timedelta(seconds=1))
