@@ -13,10 +13,10 @@ import tyro
 
 def subcommands() -> Dict[str, Type]:
     """Subcommand name -> command dataclass."""
+    from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
 
-    commands: Dict[str, Type] = {"demo-scene": DemoSceneCommand}
-    return commands
+    return {"demo-scene": DemoSceneCommand, "plan": PlanCommand}
 
 
 def entrypoint() -> None:

@@ -18,7 +18,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Type
+from typing import Any, Literal, Type
 
 import numpy as np
 import torch
@@ -75,6 +75,27 @@ class OdinTrainer(Trainer):
         self._apply_batch_scaling(config, views_per_step=world_size)
         super().__init__(config, local_rank, world_size)
         self._units_logged = 0
+
+    def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
+        super().setup(test_mode)
+        self._bind_optimizers_to_model_tensors()
+
+    def _bind_optimizers_to_model_tensors(self) -> None:
+        """Point every optimizer at the tensors the model trains, keeping the optimizer state.
+
+        Resuming, nerfstudio builds the optimizers around the freshly initialised Gaussians, then loads the checkpoint
+        by replacing those tensors with new ones of the checkpoint's size (splatfacto's ``load_state_dict``) and loads
+        the optimizer state keyed by the old ones: the optimizers would step tensors nothing renders.
+        """
+        for group, params in self.pipeline.get_param_groups().items():
+            optimizer = self.optimizers.optimizers[group]
+            held = optimizer.param_groups[0]["params"]
+            for index, (old, new) in enumerate(zip(held, params)):
+                if old is not new:
+                    held[index] = new
+                    if old in optimizer.state:
+                        optimizer.state[new] = optimizer.state.pop(old)
+            self.optimizers.parameters[group] = params
 
     @staticmethod
     def _apply_batch_scaling(config: OdinTrainerConfig, views_per_step: int) -> None:

@@ -1,4 +1,4 @@
-"""A toy renderer and a 2-rank gloo harness for the runtime tests (CPU only, no nerfstudio renderer).
+"""A toy renderer and a 2-rank harness (gloo on the CPU, NCCL on GPUs) for the runtime tests; no nerfstudio renderer.
 
 The toy "scene" is N points in the unit square with a colour and an opacity each. A view is a window of the square:
 it sees the points whose mean lies inside (a projection-like test that depends on the parameters, so an update can
@@ -89,7 +89,9 @@ class ToyModel:
     """Shared parameters on this rank's device and one SelectiveAdam per parameter, as nerfstudio sets Gaussians up."""
 
     def __init__(self, tensors: dict[str, torch.Tensor]):
-        self.params = {name: torch.nn.Parameter(tensor.to(rank_device(), copy=True)) for name, tensor in tensors.items()}
+        self.params = {
+            name: torch.nn.Parameter(tensor.to(rank_device(), copy=True)) for name, tensor in tensors.items()
+        }
         self.optimizers = {name: SelectiveAdam([param], lr=LEARNING_RATES[name]) for name, param in self.params.items()}
 
     def append_rows(self, rows: torch.Tensor) -> None:
@@ -166,4 +168,6 @@ def spawn_ranks(
 
 
 def make_runtime(model: ToyModel, **config) -> OdinRuntime:
-    return OdinRuntime(model.params, model.optimizers, RuntimeConfig(bucket_bytes=BUCKET_BYTES, timeout_s=10.0, **config))
+    return OdinRuntime(
+        model.params, model.optimizers, RuntimeConfig(bucket_bytes=BUCKET_BYTES, timeout_s=10.0, **config)
+    )

@@ -11,12 +11,9 @@ import torch
 
 from odin_ns.schedule.figure import draw_plan
 from odin_ns.schedule.partition import partition_views
-from odin_ns.schedule.plan import SchedulePlan, build_plan, consecutive_conflicts
+from odin_ns.schedule.plan import SchedulePlan, consecutive_conflicts
 from odin_ns.schedule.rlg import build_rlg
-from odin_ns.schedule.tracks import SFM_TRACKS, Observations, ViewCameras, incidence_matrix
-
-CUP77 = Path(__file__).parents[1] / ".." / "shared" / "data" / "cup77"
-needs_cup77 = pytest.mark.skipif(not CUP77.exists(), reason="cup77 not available")
+from odin_ns.schedule.tracks import SFM_TRACKS, Observations, incidence_matrix
 
 
 def strip_plan(num_views: int = 30, world_size: int = 1, views_per_rank: int = 1, **options) -> SchedulePlan:
@@ -110,13 +107,10 @@ def test_consecutive_conflicts_of_a_single_unit_is_empty():
 def test_view_without_observations_is_still_scheduled(caplog):
     """Documented behaviour: a view that shares no point gets no edges, a region, and a place in every epoch."""
     views, points = np.array([0, 1, 1, 2, 2, 3]), np.array([0, 0, 1, 1, 2, 2])  # view 4 observes nothing
-    cameras = ViewCameras(
-        np.tile(np.eye(4)[:3], (5, 1, 1)), *(np.full(5, 50.0),) * 4, width=np.full(5, 100.0), height=np.full(5, 100.0)
-    )
     with caplog.at_level(logging.WARNING, logger="odin_ns.schedule.rlg"):
         graph = build_rlg(Observations(incidence_matrix(views, points, 5), SFM_TRACKS))
     assert "1 of 5 views share no point" in caplog.text
-    plan = SchedulePlan([f"{v}.jpg" for v in range(5)], graph, partition_views(graph, 2), positions=cameras.positions)
+    plan = SchedulePlan([f"{view}.jpg" for view in range(5)], graph, partition_views(graph, 2))
     assert graph.isolated_views().tolist() == [4]
     assert sorted(plan.epoch_units(0).reshape(-1).tolist()) == [0, 1, 2, 3, 4]
 
@@ -146,64 +140,45 @@ def test_figure_is_written(tmp_path):
         draw_plan(plan, tmp_path / "other.png")
 
 
-@needs_cup77
-def test_cup77_consecutive_overlap_is_lower_than_random():
-    import pycolmap  # noqa: F401  (skips below without it)
-
-    rows = []
-    base = None
-    for world_size, views_per_rank in [(1, 1), (2, 1), (2, 2), (4, 2)]:
-        if base is None:
-            base = cup77_plan(world_size, views_per_rank)
-        plan = base.with_batch(world_size, views_per_rank)
-        summary = plan.summary()
-        rows.append((world_size, views_per_rank, summary["mean_conflict_sum"], summary["random_mean_conflict_sum"]))
-        print(
-            f"cup77 W={world_size} b={views_per_rank}: mean consecutive conflict rlg {summary['mean_conflict_sum']:.4f} "
-            f"random {summary['random_mean_conflict_sum']:.4f}; admissible windows "
-            f"{summary['admissible_window_fraction']:.0%} vs {summary['random_admissible_window_fraction']:.0%}"
-        )
-    assert all(planned < shuffled for _, _, planned, shuffled in rows)
-
-
-def cup77_plan(world_size: int, views_per_rank: int) -> SchedulePlan:
-    pytest.importorskip("pycolmap")
+def test_cup77_consecutive_overlap_is_lower_than_random(cup77):
     from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 
-    config = ColmapDataParserConfig(data=CUP77, colmap_path=Path("sparse/0"), downscale_factor=1, load_3D_points=False)
-    outputs = config.setup().get_dataparser_outputs(split="train")
-    return build_plan(
-        outputs.image_filenames,
-        ViewCameras.from_nerfstudio(outputs.cameras),
-        recon_dir=CUP77 / "sparse" / "0",
-        world_size=world_size,
-        views_per_rank=views_per_rank,
-        seed=0,
-    )
+    from odin_ns.data.datamanager import plan_training_views
+
+    config = ColmapDataParserConfig(data=cup77, colmap_path=Path("sparse/0"), downscale_factor=1, load_3D_points=False)
+    plan = plan_training_views(config.setup().get_dataparser_outputs(split="train"), config, seed=0)
+    assert plan.graph.source == "sfm-tracks"
+    for world_size, views_per_rank in [(1, 1), (2, 1), (2, 2), (4, 2)]:
+        summary = plan.with_batch(world_size, views_per_rank).summary()
+        print(
+            f"cup77 W={world_size} b={views_per_rank}: mean consecutive conflict "
+            f"rlg {summary['mean_conflict_sum']:.4f} random {summary['random_mean_conflict_sum']:.4f}; "
+            f"admissible windows {summary['admissible_window_fraction']:.0%} "
+            f"vs {summary['random_admissible_window_fraction']:.0%}"
+        )
+        assert summary["mean_conflict_sum"] < summary["random_mean_conflict_sum"]
 
 
-def cup77_datamanager(rank: int, world_size: int, **options):
+def cup77_datamanager(cup77: Path, rank: int, world_size: int, **options):
     from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 
     from odin_ns.data.datamanager import OdinDataManagerConfig
 
     # images_4/ holds the 4x downscaled images: nerfstudio reaches them with images_path "images" + downscale 4
     # (the COLMAP cameras are 800x600; images_path="images_4" at factor 1 would mismatch the 200x150 images).
-    dataparser = ColmapDataParserConfig(data=CUP77, colmap_path=Path("sparse/0"), downscale_factor=4)
+    dataparser = ColmapDataParserConfig(data=cup77, colmap_path=Path("sparse/0"), downscale_factor=4)
     config = OdinDataManagerConfig(dataparser=dataparser, cache_images="gpu", **options)
     return config.setup(device="cpu", world_size=world_size, local_rank=rank)
 
 
-@needs_cup77
-def test_datamanager_ranks_get_disjoint_views_covering_the_epoch():
-    pytest.importorskip("pycolmap")
-    managers = [cup77_datamanager(rank, 2) for rank in range(2)]
+def test_datamanager_ranks_get_disjoint_views_covering_the_epoch(cup77):
+    managers = [cup77_datamanager(cup77, rank, 2) for rank in range(2)]
     plan = managers[0].plan
     assert plan.num_views == len(managers[0].train_dataset) == 67  # 77 images, every 8th held out
     served = []
     for step in range(plan.units_per_epoch):
         per_rank = []
-        for rank, manager in enumerate(managers):
+        for manager in managers:
             camera, data = manager.next_train(step)
             view = camera.metadata["cam_idx"]
             assert camera.shape == (1,) and data["image"].shape == (150, 200, 3)
@@ -215,14 +190,12 @@ def test_datamanager_ranks_get_disjoint_views_covering_the_epoch():
     assert len(set(served)) == len(served) == 66  # 67 views, units of 2: one dropped this epoch
 
 
-@needs_cup77
-def test_plan_command_file_drives_a_batched_datamanager(tmp_path):
-    pytest.importorskip("pycolmap")
+def test_plan_command_file_drives_a_batched_datamanager(cup77, tmp_path):
     from odin_ns.data.datamanager import PlanCommand
 
-    PlanCommand(data=CUP77, world_size=2, out=tmp_path).main()
+    PlanCommand(data=cup77, world_size=2, out=tmp_path).main()
     assert (tmp_path / "plan.png").stat().st_size > 10_000
-    manager = cup77_datamanager(0, 1, views_per_rank=2, plan_path=tmp_path / "plan.npz")
+    manager = cup77_datamanager(cup77, 0, 1, views_per_rank=2, plan_path=tmp_path / "plan.npz")
     assert manager.plan.world_size == 1 and manager.plan.views_per_rank == 2  # the file is rescheduled
     cameras, data = manager.next_train(0)
     assert cameras.shape == (2,) and data["image"].shape == (2, 150, 200, 3)

@@ -230,6 +230,7 @@ def test_means2d_gradient_is_the_compositing_gradient_and_zero_when_invisible():
     assert grad is not None and grad.shape == (1, 3, 2)
     assert grad[0, :2].abs().sum(dim=-1).min() > 0
     assert (grad[0, 2] == 0).all()
+    assert torch.isfinite(means.grad).all() and (means.grad[2] == 0).all()
 
     leaf_means2d = meta["means2d"].detach().requires_grad_()
     colors = torch.tensor([[RED, BLUE, RED]])
@@ -346,5 +347,6 @@ def test_matches_gsplat_cuda_forward_and_gradients():
     errors = {key: _relative_error(outputs["reference"][key].float(), outputs["gsplat"][key].float()) for key in outputs["gsplat"]}
     print("relative errors vs gsplat CUDA:", {key: f"{error:.2e}" for key, error in errors.items()})
     assert torch.equal(outputs["reference"]["radii"], outputs["gsplat"]["radii"])
-    assert errors["image"] < 1e-3 and errors["alpha"] < 1e-3
-    assert max(error for key, error in errors.items() if key.startswith("d_") or key == "means2d") < 1e-2
+    # measured on an H200: about 1e-6 for images and gradients; the bounds leave room for float32 threshold flips
+    assert errors["image"] < 1e-4 and errors["alpha"] < 1e-4
+    assert max(error for key, error in errors.items() if key.startswith("d_") or key == "means2d") < 1e-3

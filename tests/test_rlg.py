@@ -22,8 +22,6 @@ from odin_ns.schedule.tracks import (
     view_names,
 )
 
-CUP77 = Path(__file__).parents[1] / ".." / "shared" / "data" / "cup77"
-
 # Hand-made reconstruction: view -> observed point ids. Point 7 is seen by 4 views (a "long" track for a cap of 3).
 HAND_MADE = {
     0: [0, 1, 2, 3, 7],
@@ -195,12 +193,11 @@ def test_more_regions_than_views_is_an_error():
         partition_views(two_communities(), num_regions=11)
 
 
-@pytest.mark.skipif(not CUP77.exists(), reason="cup77 not available")
-def test_cup77_readers_agree_and_partition_is_local(monkeypatch):
+def test_cup77_readers_agree_and_partition_is_local(cup77, monkeypatch):
     """pycolmap and nerfstudio's parser give the same co-observation counts; regions hold most RLG weight."""
     pytest.importorskip("pycolmap")
-    model = CUP77 / "sparse" / "0"
-    paths = sorted((CUP77 / "images").glob("*.jpg"))
+    model = cup77 / "sparse" / "0"
+    paths = sorted((cup77 / "images").glob("*.jpg"))
     with_pycolmap = sfm_observations(model, paths).incidence
     monkeypatch.setitem(sys.modules, "pycolmap", None)
     with_nerfstudio = sfm_observations(model, paths).incidence

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from runtime_toy import (
     GRID,
     NUM_ROWS,
@@ -25,6 +24,7 @@ from runtime_toy import (
     unit_functions,
     visible_rows,
 )
+
 from odin_ns.runtime.executor import DrainingBarrier, StaleUnitError
 
 WORLD_SIZE = 2
@@ -96,7 +96,9 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
     ):
         for mode in ("sync", "quality-first"):
             results[f"{name}/{mode}/dense"] = train(rank, schedule, params, mode=mode, exchange="dense")
-    results["disjoint/quality-first/scoped"] = train(rank, DISJOINT, initial_params(), mode="quality-first", exchange="scoped")
+    results["disjoint/quality-first/scoped"] = train(
+        rank, DISJOINT, initial_params(), mode="quality-first", exchange="scoped"
+    )
     results["disjoint/sync/auto"] = train(rank, DISJOINT, initial_params(), mode="sync", exchange="auto")
     for mode in ("sync", "quality-first"):
         results[f"densify/{mode}"] = (train_with_densification(rank, mode), {})
@@ -116,7 +118,11 @@ def dying_peer_worker(rank: int, out_dir: Path) -> None:
 
 
 def rank_errors(out_dir: Path) -> dict[int, str]:
-    return {rank: (out_dir / f"rank{rank}.error").read_text() for rank in range(WORLD_SIZE) if (out_dir / f"rank{rank}.error").exists()}
+    return {
+        rank: (out_dir / f"rank{rank}.error").read_text()
+        for rank in range(WORLD_SIZE)
+        if (out_dir / f"rank{rank}.error").exists()
+    }
 
 
 @pytest.fixture(
@@ -142,7 +148,9 @@ def results(request, tmp_path_factory) -> list[dict]:
 def assert_same_state(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
     assert actual.keys() == expected.keys()
     for key in expected:
-        torch.testing.assert_close(actual[key], expected[key], rtol=1e-6, atol=1e-12, msg=lambda m: f"{key}: {m}")
+        torch.testing.assert_close(
+            actual[key], expected[key], rtol=1e-6, atol=1e-12, msg=lambda m, key=key: f"{key}: {m}"
+        )
 
 
 def test_quality_first_matches_sync_while_overlapping(results):

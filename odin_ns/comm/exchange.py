@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 from typing import Any, Protocol
 
 import torch
@@ -23,7 +24,7 @@ from odin_ns.kernels import BITS_PER_WORD, gather_rows_packed, scatter_rows_pack
 RowRange = tuple[int, int]
 STATISTIC_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
 _all_gather_into_tensor = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-"""torch 2.14 renamed all_gather_into_tensor (deprecated there); older torch, which the project supports, has only it."""
+"""torch 2.14 renamed all_gather_into_tensor (and deprecated the old name); older torch has only the old name."""
 
 
 class Clock(Protocol):
@@ -52,12 +53,16 @@ class RowBuckets:
         whole_words = bucket_bytes // max(bytes_per_row, 1) // BITS_PER_WORD * BITS_PER_WORD
         return cls(num_rows=tensors[0].shape[0], rows_per_bucket=max(BITS_PER_WORD, whole_words))
 
-    @property
+    @cached_property
     def ranges(self) -> list[RowRange]:
-        return [(lo, min(lo + self.rows_per_bucket, self.num_rows)) for lo in range(0, self.num_rows, self.rows_per_bucket)]
+        return [
+            (lo, min(lo + self.rows_per_bucket, self.num_rows)) for lo in range(0, self.num_rows, self.rows_per_bucket)
+        ]
 
 
-def pack_rows(tensors: Sequence[torch.Tensor], row_range: RowRange, indices: torch.Tensor | None = None) -> torch.Tensor:
+def pack_rows(
+    tensors: Sequence[torch.Tensor], row_range: RowRange, indices: torch.Tensor | None = None
+) -> torch.Tensor:
     """One [rows, sum(D)] buffer of the rows of ``row_range`` (dense) or of just ``indices`` within it (scoped)."""
     if indices is not None:
         return gather_rows_packed(list(tensors), indices)

@@ -105,7 +105,7 @@ def naming_peer_failures(what: str, timeout: timedelta) -> Iterator[None]:
 
 
 def wait_for(work: dist.Work, what: str, timeout: timedelta) -> None:
-    """Block the host until ``work`` completes; PeerFailureError naming ``what`` if a peer dies or the timeout passes."""
+    """Block the host until ``work`` completes; PeerFailureError naming ``what`` if a peer dies or time runs out."""
     with naming_peer_failures(what, timeout):
         work.wait(timeout=timeout)
 

@@ -17,9 +17,9 @@ from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 import numpy as np
 import torch
 from nerfstudio.cameras.cameras import Cameras
+from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig, DataparserOutputs
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
-from nerfstudio.data.datamanagers.full_images_datamanager import FullImageDatamanager, FullImageDatamanagerConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.data.dataparser import OdinDataParserConfig
@@ -125,8 +125,9 @@ class OdinDataManager(FullImageDatamanager):
             )
             seconds = plan.settings["aot_seconds"]
             CONSOLE.log(
-                f"Odin AOT schedule ({plan.graph.source}) took {seconds['total']:.2f} s: graph {seconds['graph']:.2f}, "
-                f"partition {seconds['partition']:.2f}, order {seconds['order']:.2f} (reading {seconds['observations']:.2f})"
+                f"Odin AOT schedule ({plan.graph.source}) took {seconds['total']:.2f} s: reading "
+                f"{seconds['observations']:.2f}, graph {seconds['graph']:.2f}, partition {seconds['partition']:.2f}, "
+                f"order {seconds['order']:.2f}"
             )
         summary = plan.summary()
         CONSOLE.log(

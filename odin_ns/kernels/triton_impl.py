@@ -13,7 +13,8 @@ import triton
 import triton.language as tl
 
 BLOCK_WORDS = 1024  # bitmap words per program (4 KB of int32)
-BLOCK_ELEMENTS = 2048  # param elements per program in the Adam kernel
+MASK_BLOCK = 2048  # bits per program in bitmap_to_mask
+ADAM_BLOCK = 512  # param elements per program: small blocks let partially selected regions skip more work
 BLOCK_ROW_ELEMENTS = 4096  # target elements per program in the row gather/scatter kernels
 MAX_PACKED_TENSORS = 8  # tensors one gather/scatter launch handles; longer lists take several launches
 _BINARY_OPS = {"or": 0, "and": 1, "andnot": 2}
@@ -111,6 +112,30 @@ def _to_mask_kernel(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _adam_update(
+    param_ptr, grad_ptr, exp_avg_ptr, exp_avg_sq_ptr, offsets, mask,
+    one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size,
+):
+    """torch's single-tensor Adam, op for op, on the elements at ``offsets`` (``mask`` None = all of them)."""
+    grad = tl.load(grad_ptr + offsets, mask=mask)
+    exp_avg = tl.load(exp_avg_ptr + offsets, mask=mask)
+    exp_avg_sq = tl.load(exp_avg_sq_ptr + offsets, mask=mask)
+    param = tl.load(param_ptr + offsets, mask=mask)
+    # exp_avg.lerp_(grad, 1 - beta1): torch's lerp switches formula at weight 0.5 for accuracy.
+    exp_avg = tl.where(
+        one_minus_beta1 < 0.5,
+        exp_avg + one_minus_beta1 * (grad - exp_avg),
+        grad - (grad - exp_avg) * (1.0 - one_minus_beta1),
+    )
+    exp_avg_sq = exp_avg_sq * beta2 + one_minus_beta2 * grad * grad
+    # Hardware sqrt/division (<= 2 ulp from IEEE): the exact ones made partial-scope blocks compute bound.
+    param = param + neg_step_size * (exp_avg / (tl.sqrt(exp_avg_sq) / bias_correction2_sqrt + eps))
+    tl.store(exp_avg_ptr + offsets, exp_avg, mask=mask)
+    tl.store(exp_avg_sq_ptr + offsets, exp_avg_sq, mask=mask)
+    tl.store(param_ptr + offsets, param, mask=mask)
+
+
+@triton.jit
 def _selective_adam_kernel(
     param_ptr,
     grad_ptr,
@@ -129,29 +154,35 @@ def _selective_adam_kernel(
     HAS_ROWS: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """Adam on flat elements [start, end) whose row bit is set; mirrors torch's single-tensor Adam op for op."""
-    offsets = start + tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    active = offsets < end
+    """Adam on the flat elements [start, end) whose row's bit is set.
+
+    A block whose elements are all selected takes an unmasked (vectorised) path, one with none does no memory
+    traffic beyond its bitmap words, and a mixed block issues loads only for selected rows.
+    """
+    block_start = start + tl.program_id(0).to(tl.int64) * BLOCK
+    local = tl.arange(0, BLOCK)
+    active = local < end - block_start
     if HAS_ROWS:
-        row = offsets // ROW_SIZE
-        word = tl.load(rows_ptr + row // 32, mask=active, other=0)
-        active = active & (((word >> (row % 32).to(tl.int32)) & 1) != 0)
-    grad = tl.load(grad_ptr + offsets, mask=active, other=0.0)
-    exp_avg = tl.load(exp_avg_ptr + offsets, mask=active, other=0.0)
-    exp_avg_sq = tl.load(exp_avg_sq_ptr + offsets, mask=active, other=0.0)
-    param = tl.load(param_ptr + offsets, mask=active, other=0.0)
-    # exp_avg.lerp_(grad, 1 - beta1): torch's lerp switches formula at weight 0.5 for accuracy.
-    exp_avg = tl.where(
-        one_minus_beta1 < 0.5,
-        exp_avg + one_minus_beta1 * (grad - exp_avg),
-        grad - (grad - exp_avg) * (1.0 - one_minus_beta1),
-    )
-    exp_avg_sq = exp_avg_sq * beta2 + one_minus_beta2 * grad * grad
-    denom = tl.div_rn(tl.sqrt_rn(exp_avg_sq), bias_correction2_sqrt) + eps
-    param = param + neg_step_size * tl.div_rn(exp_avg, denom)
-    tl.store(exp_avg_ptr + offsets, exp_avg, mask=active)
-    tl.store(exp_avg_sq_ptr + offsets, exp_avg_sq, mask=active)
-    tl.store(param_ptr + offsets, param, mask=active)
+        # Row of each element, dividing only small int32 values by the constant ROW_SIZE.
+        first_row = block_start // ROW_SIZE
+        row = first_row + ((block_start - first_row * ROW_SIZE).to(tl.int32) + local) // ROW_SIZE
+        word = tl.load(rows_ptr + (row >> 5), mask=active, other=0)
+        active = active & (((word >> (row & 31).to(tl.int32)) & 1) != 0)
+    num_active = tl.sum(active.to(tl.int32), axis=0)
+    param_ptr += block_start
+    grad_ptr += block_start
+    exp_avg_ptr += block_start
+    exp_avg_sq_ptr += block_start
+    if num_active == BLOCK:
+        _adam_update(
+            param_ptr, grad_ptr, exp_avg_ptr, exp_avg_sq_ptr, local, None,
+            one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size,
+        )
+    elif num_active > 0:
+        _adam_update(
+            param_ptr, grad_ptr, exp_avg_ptr, exp_avg_sq_ptr, local, active,
+            one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size,
+        )
 
 
 @triton.jit
@@ -213,9 +244,10 @@ def bitmap_count(a: torch.Tensor) -> torch.Tensor:
 def bitmap_counts(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """0-d tensors (|a|, |a & b|, |a & b| / |a| or 0) from one launch."""
     counters = torch.zeros(3, dtype=torch.int64, device=a.device)
-    ratio = torch.zeros((), dtype=torch.float32, device=a.device) if a.numel() == 0 else torch.empty((), device=a.device)
-    if a.numel():
-        _count_kernel[_word_grid(a.numel())](a, b, counters, ratio, a.numel(), HAS_B=True, BLOCK_W=BLOCK_WORDS)
+    if a.numel() == 0:
+        return counters[0], counters[1], counters[2].float()
+    ratio = torch.empty((), dtype=torch.float32, device=a.device)
+    _count_kernel[_word_grid(a.numel())](a, b, counters, ratio, a.numel(), HAS_B=True, BLOCK_W=BLOCK_WORDS)
     return counters[0], counters[1], ratio
 
 
@@ -234,7 +266,7 @@ def bitmap_indices(a: torch.Tensor) -> torch.Tensor:
 def bitmap_to_mask(a: torch.Tensor, n: int) -> torch.Tensor:
     out = torch.empty(n, dtype=torch.bool, device=a.device)
     if n:
-        _to_mask_kernel[(triton.cdiv(n, BLOCK_ELEMENTS),)](a, out.view(torch.uint8), n, BLOCK=BLOCK_ELEMENTS)
+        _to_mask_kernel[(triton.cdiv(n, MASK_BLOCK),)](a, out.view(torch.uint8), n, BLOCK=MASK_BLOCK)
     return out
 
 
@@ -257,7 +289,7 @@ def selective_adam_step(
     if end == start:
         return
     # Scalars are formed in double precision exactly as torch Adam forms them, then rounded to fp32 on launch.
-    _selective_adam_kernel[(triton.cdiv(end - start, BLOCK_ELEMENTS),)](
+    _selective_adam_kernel[(triton.cdiv(end - start, ADAM_BLOCK),)](
         param,
         grad,
         exp_avg,
@@ -273,7 +305,7 @@ def selective_adam_step(
         -(lr / (1 - beta1**step)),
         ROW_SIZE=row_size,
         HAS_ROWS=rows is not None,
-        BLOCK=BLOCK_ELEMENTS,
+        BLOCK=ADAM_BLOCK,
     )
 
 

@@ -21,7 +21,7 @@ Compositing is tile-based and vectorized (no Python loop over Gaussians or pixel
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 from gsplat.cuda._torch_impl import _fully_fused_projection, _quat_scale_to_covar_preci, _spherical_harmonics
@@ -108,6 +108,8 @@ def rasterize_reference(
         opacities = opacities * compensations
 
     colors = _view_colors(colors, means, viewmats, sh_degree)
+    if backgrounds is not None and backgrounds.shape != (n_cameras, colors.shape[-1]):
+        raise ValueError(f"backgrounds must be [C, D] = {[n_cameras, colors.shape[-1]]}, got {list(backgrounds.shape)}")
     if render_mode in ("RGB+D", "RGB+ED"):
         colors = torch.cat([colors, depths[..., None]], dim=-1)
         if backgrounds is not None:
@@ -116,8 +118,6 @@ def rasterize_reference(
         colors = depths[..., None]
         if backgrounds is not None:
             backgrounds = backgrounds.new_zeros(n_cameras, 1)
-    if backgrounds is not None and backgrounds.shape != (n_cameras, colors.shape[-1]):
-        raise ValueError(f"backgrounds must be [C, D] = {[n_cameras, colors.shape[-1]]}, got {list(backgrounds.shape)}")
 
     render_colors, render_alphas, tiles_per_gauss = rasterize_to_pixels_reference(
         means2d, conics, colors, opacities, radii, depths, width, height, tile_size, backgrounds
@@ -171,22 +171,20 @@ def rasterize_to_pixels_reference(
     grid = _TileGrid(means2d.shape[0], width, height, tile_size)
     pair_gauss, pair_tile, tiles_per_gauss = _intersect_tiles(means2d, radii, depths, grid)
     n_channels = colors.shape[-1]
-    # one gather per hit (and one scatter-add in backward) instead of one per attribute
-    splats = torch.cat(
-        [means2d.reshape(-1, 2), conics.reshape(-1, 3), opacities.reshape(-1, 1), colors.reshape(-1, n_channels)], 1
-    )
-
+    # rows (mean x, mean y, conic a, b, c, opacity): one gather and one scatter-add per hit (at most 6 columns,
+    # which torch gathers several times faster than wider rows)
+    geometry = torch.cat([means2d.reshape(-1, 2), conics.reshape(-1, 3), opacities.reshape(-1, 1)], 1)
     with torch.no_grad():
-        hit_gauss, hit_slot, hit_centers, hit_alphas = _find_hits(pair_gauss, pair_tile, splats, grid)
-        transmittance = _exclusive_transmittance(hit_alphas, hit_slot)
-        blended = torch.nonzero(transmittance * (1.0 - hit_alphas) > TRANSMITTANCE_MIN).squeeze(1)
-        hit_gauss, hit_slot, hit_centers = (column.index_select(0, blended) for column in (hit_gauss, hit_slot, hit_centers))
+        hits = _find_hits(pair_gauss, pair_tile, geometry, grid)
+        transmittance = _exclusive_transmittance(hits.alphas, hits.run_starts())
+        blended = transmittance * (1.0 - hits.alphas) > TRANSMITTANCE_MIN
+        if not blended.all():  # drop the hits behind saturated pixels (a suffix of each pixel's run)
+            blended = torch.nonzero(blended).squeeze(1)
+            hits = _Hits(*(column.index_select(0, blended) for column in hits))
+            transmittance = transmittance.index_select(0, blended)
 
-    hit_means, hit_conics, hit_opacities, hit_colors = splats.index_select(0, hit_gauss).split([2, 3, 1, n_channels], 1)
-    alphas = _splat_alphas(hit_means - hit_centers, hit_conics, hit_opacities.squeeze(1))
-    weights = (alphas * _exclusive_transmittance(alphas, hit_slot))[:, None]
-    slot_colors = splats.new_zeros(grid.n_slots, n_channels).index_add(0, hit_slot, weights * hit_colors)
-    slot_alphas = splats.new_zeros(grid.n_slots, 1).index_add(0, hit_slot, weights)
+    slot_values = _BlendHits.apply(geometry, colors.reshape(-1, n_channels), hits, transmittance, grid.n_slots)
+    slot_colors, slot_alphas = slot_values.split([n_channels, 1], 1)
     render_colors = grid.to_images(slot_colors)
     render_alphas = grid.to_images(slot_alphas)
     if backgrounds is not None:
@@ -259,35 +257,56 @@ def _intersect_tiles(means2d: Tensor, radii: Tensor, depths: Tensor, grid: _Tile
     return pair_gauss[by_tile], pair_tile, tiles_per_gauss.view(radii.shape)
 
 
-def _find_hits(pair_gauss: Tensor, pair_tile: Tensor, splats: Tensor, grid: _TileGrid) -> Tuple[Tensor, ...]:
+class _Hits(NamedTuple):
+    """(Gaussian, pixel slot) pairs that blend, grouped by slot, nearest first within a slot."""
+
+    gauss: Tensor
+    """flat Gaussian ids (into C * N)"""
+    slots: Tensor
+    centers: Tensor
+    """[hits, 2] pixel centres"""
+    alphas: Tensor
+
+    def run_starts(self) -> Tensor:
+        """For each hit, the index of the first hit of its slot."""
+        positions = torch.arange(len(self.slots), device=self.slots.device)
+        starts_run = torch.ones_like(self.slots, dtype=torch.bool)
+        starts_run[1:] = self.slots[1:] != self.slots[:-1]
+        return torch.where(starts_run, positions, torch.zeros_like(positions)).cummax(0).values
+
+
+def _find_hits(pair_gauss: Tensor, pair_tile: Tensor, geometry: Tensor, grid: _TileGrid) -> _Hits:
     """All (Gaussian, pixel slot) hits with sigma >= 0 and alpha >= 1/255, each slot's hits contiguous, nearest first.
 
-    Sigmas are evaluated densely for [tile pixels, pairs of a chunk of whole tiles]. Reading the hits out
+    Sigmas are evaluated densely for [tile pixels, pairs of a chunk of whole tiles], as sums of per-row and
+    per-column terms so each candidate costs three dense operations. Reading the hits out
     pixel-major groups them by (pixel, tile) while keeping the pairs' (tile, depth) order inside a group, so the
     (large) hit list needs no sort. Pixels of edge tiles that lie outside the image are kept: they only fill
-    slots that ``to_images`` drops. ``splats`` rows are (mean x, mean y, conic a, b, c, opacity, ...).
+    slots that ``to_images`` drops. ``geometry`` rows are (mean x, mean y, conic a, b, c, opacity).
 
-    Returns hit Gaussian ids (into C * N), slot ids, pixel centres [hits, 2] and alphas.
     """
-    pixel_offsets = grid.pixel_offsets(splats.dtype, pair_tile.device)
+    pixel_offsets = grid.pixel_offsets(geometry.dtype, pair_tile.device)
+    axis_offsets = pixel_offsets[: grid.tile_size, 0]
     _, pairs_per_tile = torch.unique_consecutive(pair_tile, return_counts=True)
     hits = []
     for start, end in _chunk_bounds(pairs_per_tile.tolist(), max(1, CANDIDATES_PER_CHUNK // grid.tile_area)):
         gauss, tiles = pair_gauss[start:end], pair_tile[start:end]
-        pair_splats = splats[gauss, :6]
-        origins = grid.tile_origins(tiles).to(splats.dtype)
+        pair_splats = geometry[gauss]
+        origins = grid.tile_origins(tiles).to(geometry.dtype)
         mean_in_tile = pair_splats[:, 0:2] - origins
-        dx = mean_in_tile[None, :, 0] - pixel_offsets[:, 0, None]
-        dy = mean_in_tile[None, :, 1] - pixel_offsets[:, 1, None]
-        sigmas = _splat_sigmas(dx, dy, pair_splats[None, :, 2:5])
+        # [tile_size (y), tile_size (x), pairs] by broadcasting a row of dx against a column of dy
+        dx = mean_in_tile[:, 0] - axis_offsets[:, None]
+        dy = mean_in_tile[:, 1] - axis_offsets[:, None]
+        sigmas = _splat_sigmas(dx[None, :, :], dy[:, None, :], pair_splats[:, 2:5]).reshape(grid.tile_area, -1)
         hit = (sigmas >= 0) & (sigmas <= torch.log(pair_splats[:, 5] / ALPHA_MIN))
         pixels, pairs = torch.nonzero(hit, as_tuple=True)
-        alphas = _alphas_from_sigmas(pair_splats[:, 5].index_select(0, pairs), sigmas[hit])
+        hit_sigmas = sigmas.view(-1).index_select(0, pixels * sigmas.shape[1] + pairs)
+        alphas = _alphas_from_sigmas(pair_splats[:, 5].index_select(0, pairs), hit_sigmas)
         centers = origins.index_select(0, pairs) + pixel_offsets.index_select(0, pixels)
         hits.append((gauss.index_select(0, pairs), tiles.index_select(0, pairs) * grid.tile_area + pixels, centers, alphas))
     if not hits:  # nothing visible
-        return pair_gauss, pair_tile, splats.new_zeros(0, 2), splats.new_zeros(0)
-    return tuple(torch.cat(columns) for columns in zip(*hits))
+        return _Hits(pair_gauss, pair_tile, geometry.new_zeros(0, 2), geometry.new_zeros(0))
+    return _Hits(*(torch.cat(columns) for columns in zip(*hits)))
 
 
 def _chunk_bounds(pairs_per_tile: list, max_pairs: int) -> list:
@@ -309,33 +328,78 @@ def _splat_sigmas(dx: Tensor, dy: Tensor, conics: Tensor) -> Tensor:
     return dx * (0.5 * a * dx + b * dy) + 0.5 * c * dy * dy
 
 
-def _splat_alphas(offsets: Tensor, conics: Tensor, opacities: Tensor) -> Tensor:
-    """Alpha of Gaussians at pixels, from mean - pixel offsets [..., 2]."""
-    return _alphas_from_sigmas(opacities, _splat_sigmas(offsets[..., 0], offsets[..., 1], conics))
-
-
 def _alphas_from_sigmas(opacities: Tensor, sigmas: Tensor) -> Tensor:
     """gsplat's alpha = min(0.999, opacity * exp(-sigma))."""
     return torch.clamp(opacities * torch.exp(-sigmas), max=ALPHA_MAX)
 
 
-def _exclusive_transmittance(alphas: Tensor, slots: Tensor) -> Tensor:
-    """Product of (1 - alpha) over the earlier hits of the same pixel; ``slots`` is grouped by pixel, nearest first.
+def _exclusive_transmittance(alphas: Tensor, run_starts: Tensor) -> Tensor:
+    """Product of (1 - alpha) over the earlier hits of the same pixel (hits grouped by pixel, nearest first).
 
-    Computed as exp of a per-pixel exclusive cumulative sum of log(1 - alpha) in float64, which stays exact when
-    the running sum spans millions of hits and is safe to differentiate because alpha <= 0.999.
+    exp of a per-pixel exclusive cumulative sum of log(1 - alpha), kept in float64 so it stays exact across
+    millions of hits.
     """
-    log_transmittance = torch.log1p(-alphas.double())
-    before = torch.cumsum(log_transmittance, 0) - log_transmittance
-    return torch.exp(before - before.index_select(0, _run_starts(slots))).to(alphas.dtype)
+    log_transmittance = torch.log(1.0 - alphas)  # alphas <= 0.999; log1p has no vectorized CPU kernel
+    before = torch.cumsum(log_transmittance, 0, dtype=torch.float64) - log_transmittance
+    return torch.exp((before - before.index_select(0, run_starts)).to(alphas.dtype))
 
 
-def _run_starts(sorted_ids: Tensor) -> Tensor:
-    """For each element of a grouped id list, the index of the first element of its group."""
-    positions = torch.arange(len(sorted_ids), device=sorted_ids.device)
-    starts_group = torch.ones_like(sorted_ids, dtype=torch.bool)
-    starts_group[1:] = sorted_ids[1:] != sorted_ids[:-1]
-    return torch.where(starts_group, positions, torch.zeros_like(positions)).cummax(0).values
+def _exclusive_suffix_sums(values: Tensor, run_starts: Tensor, slots: Tensor, n_slots: int) -> Tensor:
+    """Sum of ``values`` over the later hits of the same pixel, in float64 (same layout as above)."""
+    values = values.double()
+    before = torch.cumsum(values, 0) - values
+    totals = values.new_zeros(n_slots).index_add(0, slots, values)
+    return totals.index_select(0, slots) - (before - before.index_select(0, run_starts)) - values
+
+
+class _BlendHits(torch.autograd.Function):
+    """Front-to-back blending of the hits into per-slot (colors, alpha), with gsplat's analytic backward.
+
+    Forward sums w_k (color_k, 1) per slot, w_k = alpha_k T_k, from the alphas and transmittances found without
+    autograd. Backward differentiates T_k = prod_{j<k} (1 - alpha_j):
+    dL/dalpha_k = T_k v_k - sum_{j>k} w_j v_j / (1 - alpha_k) with v_k = dL/dw_k, then alpha = min(0.999,
+    opacity exp(-sigma)) down to means2d, conics and opacities (no gradient where alpha is clamped), and
+    scatter-adds per Gaussian. Doing this by hand avoids autograd's bookkeeping on millions of hits.
+    """
+
+    @staticmethod
+    def forward(ctx, geometry: Tensor, colors: Tensor, hits: _Hits, transmittance: Tensor, n_slots: int) -> Tensor:
+        weights = (hits.alphas * transmittance)[:, None]
+        hit_colors = colors.index_select(0, hits.gauss)
+        blended = weights * torch.cat([hit_colors, torch.ones_like(weights)], 1)
+        ctx.save_for_backward(geometry, colors, *hits, transmittance)
+        ctx.n_slots = n_slots
+        return colors.new_zeros(n_slots, colors.shape[1] + 1).index_add(0, hits.slots, blended)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_slots: Tensor):
+        geometry, colors, gauss, slots, centers, alphas, transmittance = ctx.saved_tensors
+        hits = _Hits(gauss, slots, centers, alphas)
+        grad_hit_colors, grad_hit_alphas = grad_slots.index_select(0, slots).split([colors.shape[1], 1], 1)
+        weights = alphas * transmittance
+        grad_weights = (grad_hit_colors * colors.index_select(0, gauss)).sum(1) + grad_hit_alphas.squeeze(1)
+        later = _exclusive_suffix_sums(weights * grad_weights, hits.run_starts(), slots, ctx.n_slots)
+        grad_alphas = transmittance * grad_weights - later.to(alphas.dtype) / (1.0 - alphas)
+        grad_alphas = torch.where(alphas < ALPHA_MAX, grad_alphas, torch.zeros_like(grad_alphas))
+        grad_sigmas = -grad_alphas * alphas
+        half_grad_sigmas = 0.5 * grad_sigmas
+
+        means_x, means_y, a, b, c, opacities = geometry.index_select(0, gauss).unbind(1)
+        dx, dy = means_x - centers[:, 0], means_y - centers[:, 1]
+        grad_hit_geometry = torch.stack(
+            [
+                grad_sigmas * (a * dx + b * dy),
+                grad_sigmas * (b * dx + c * dy),
+                half_grad_sigmas * dx * dx,
+                grad_sigmas * dx * dy,
+                half_grad_sigmas * dy * dy,
+                grad_alphas * alphas / opacities,
+            ]
+        )
+        grad_geometry = geometry.new_zeros(geometry.shape[::-1]).index_add(1, gauss, grad_hit_geometry).t()
+        grad_colors = torch.zeros_like(colors).index_add(0, gauss, weights[:, None] * grad_hit_colors)
+        return grad_geometry, grad_colors, None, None, None
 
 
 def _view_colors(colors: Tensor, means: Tensor, viewmats: Tensor, sh_degree: Optional[int]) -> Tensor:

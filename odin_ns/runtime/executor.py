@@ -15,10 +15,10 @@ docs/design.md explains the model, the hazards and the timeline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -63,7 +63,7 @@ class RowSteppingOptimizer(Protocol):
     param_groups: list[dict[str, Any]]
 
     def step_rows(
-        self, rows: Optional[torch.Tensor], row_range: Optional[tuple[int, int]] = None, advance_step: bool = True
+        self, rows: torch.Tensor | None, row_range: tuple[int, int] | None = None, advance_step: bool = True
     ) -> None: ...
 
 
@@ -76,7 +76,7 @@ class RuntimeConfig:
     mode: str = "quality-first"
     """"sync" or "quality-first"."""
     exchange: str = "dense"
-    """"dense" all-reduces every row, "scoped" only the update scope's rows, "auto" picks scoped below ``scoped_below``."""
+    """'dense' all-reduces every row, 'scoped' only the update scope's rows, 'auto' picks by ``scoped_below``."""
     bucket_bytes: int = 25 * 2**20
     """Approximate size of one all-reduced bucket of packed gradient rows."""
     scoped_below: float = 0.25
@@ -112,9 +112,9 @@ class _InFlightUnit:
 
     staged: _StagedUnit
     scopes: Collective
-    buckets: dict[int, tuple[Collective, Optional[torch.Tensor]]] = field(default_factory=dict)
-    update_scope: Optional[torch.Tensor] = None
-    hazards: Optional[WindowHazards] = None
+    buckets: dict[int, tuple[Collective, torch.Tensor | None]] = field(default_factory=dict)
+    update_scope: torch.Tensor | None = None
+    hazards: WindowHazards | None = None
     published: set[int] = field(default_factory=set)
 
     def buffers(self) -> list[torch.Tensor]:
@@ -135,8 +135,8 @@ class OdinRuntime:
         params: Mapping[str, torch.Tensor],
         optimizers: Mapping[str, RowSteppingOptimizer],
         config: RuntimeConfig = RuntimeConfig(),
-        group: Optional[dist.ProcessGroup] = None,
-        policy: Optional[AdmissionPolicy] = None,
+        group: dist.ProcessGroup | None = None,
+        policy: AdmissionPolicy | None = None,
     ):
         self.config = config
         self.policy = policy or QualityFirstPolicy()
@@ -145,7 +145,7 @@ class OdinRuntime:
         self._group = group
         self._world_size = dist.get_world_size(group)
         self._timeout = timedelta(seconds=config.timeout_s)
-        self._pending: Optional[_StagedUnit] = None
+        self._pending: _StagedUnit | None = None
         self.rebind(params, optimizers)
         device = next(iter(self._params.values())).device
         self._clock = Clock(device)
@@ -154,7 +154,7 @@ class OdinRuntime:
     # ----------------------------------------------------------------------------------------------- public API
 
     def rebind(
-        self, params: Mapping[str, torch.Tensor], optimizers: Optional[Mapping[str, RowSteppingOptimizer]] = None
+        self, params: Mapping[str, torch.Tensor], optimizers: Mapping[str, RowSteppingOptimizer] | None = None
     ) -> None:
         """Bind to (possibly resized) parameter tensors after a structural change; bumps ``structure_version``.
 
@@ -166,13 +166,17 @@ class OdinRuntime:
         first = next(iter(params.values()))
         for name, param in params.items():
             if param.dim() == 0 or param.shape[0] != first.shape[0]:
-                raise ValueError(f"parameter '{name}' {tuple(param.shape)} is not row-aligned with {tuple(first.shape)}")
+                raise ValueError(
+                    f"parameter '{name}' {tuple(param.shape)} is not row-aligned with {tuple(first.shape)}"
+                )
             if param.dtype != first.dtype or param.device != first.device or not param.is_contiguous():
                 raise ValueError(f"parameter '{name}' must be contiguous {first.dtype} on {first.device}")
             if name not in optimizers:
                 raise ValueError(f"no optimizer given for parameter '{name}'")
             if not any(p is param for group in optimizers[name].param_groups for p in group["params"]):
-                raise ValueError(f"the optimizer for '{name}' does not hold the bound tensor: rebind it after replacing it")
+                raise ValueError(
+                    f"the optimizer for '{name}' does not hold the bound tensor: rebind it after replacing it"
+                )
         self._params = dict(params)
         self._optimizers = dict(optimizers)
         self._buckets = RowBuckets.for_tensors(list(self._params.values()), self.config.bucket_bytes)
@@ -182,7 +186,7 @@ class OdinRuntime:
     def num_rows(self) -> int:
         return self._buckets.num_rows
 
-    def run_unit(self, unit_id: int, compute_fn: ComputeFn, visible_fn: Optional[VisibleFn] = None) -> torch.Tensor:
+    def run_unit(self, unit_id: int, compute_fn: ComputeFn, visible_fn: VisibleFn | None = None) -> torch.Tensor:
         """Run one unit; return its loss. In quality-first mode the unit stays staged until the next ``run_unit`` or
         ``drain``, and ``visible_fn`` (its read scope) is required."""
         if self.config.mode == "sync":
@@ -207,8 +211,11 @@ class OdinRuntime:
         if in_flight is not None:
             late_buckets = self._unpublished_with_updates(in_flight)
             self._publish_all(in_flight)
-            if late_buckets:
-                loss, visible, staging = self._validate(in_flight, late_buckets, visible, loss, staging, record, compute_fn, visible_fn)
+            if late_buckets and self._saw_stale_rows(in_flight, late_buckets, visible, visible_fn):
+                record.reruns += 1
+                loss, visible, staging = self._compute(
+                    compute_fn, shadow_views(self._params), record, "rerun_compute_s", ()
+                )
         self._pending = self._stage(unit_id, staging, visible, record)
         return loss
 
@@ -220,7 +227,9 @@ class OdinRuntime:
             self._publish_all(self._launch(staged, read_scope=None))
         barrier("drain barrier", self._timeout, self._group)
 
-    def reduce_statistics(self, statistics: Mapping[str, torch.Tensor], ops: Mapping[str, str]) -> dict[str, torch.Tensor]:
+    def reduce_statistics(
+        self, statistics: Mapping[str, torch.Tensor], ops: Mapping[str, str]
+    ) -> dict[str, torch.Tensor]:
         """``all_reduce_statistics`` on this runtime's group and timeout (densification statistics, say)."""
         return all_reduce_statistics(statistics, ops, self._timeout, self._group)
 
@@ -238,7 +247,7 @@ class OdinRuntime:
         views: Views,
         record: UnitRecord,
         span: str,
-        in_flight_buffers: Any,
+        in_flight_buffers: Iterable[torch.Tensor],
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """Forward and backward on ``views``; returns (loss, visible mask, private gradients), checked for WAW/WAR."""
         start = self._clock.now()
@@ -248,10 +257,12 @@ class OdinRuntime:
         check_private_staging(staging, self._params, in_flight_buffers)
         return loss, visible, staging
 
-    def _stage(self, unit_id: int, staging: dict[str, torch.Tensor], visible: torch.Tensor, record: UnitRecord) -> _StagedUnit:
+    def _stage(
+        self, unit_id: int, staging: dict[str, torch.Tensor], visible: torch.Tensor, record: UnitRecord
+    ) -> _StagedUnit:
         return _StagedUnit(unit_id, self.structure_version, staging, self._scope(visible), record)
 
-    def _check_version(self, staged: _StagedUnit, in_flight: Optional[_InFlightUnit] = None) -> None:
+    def _check_version(self, staged: _StagedUnit, in_flight: _InFlightUnit | None = None) -> None:
         """Raise StaleUnitError for a unit staged before the last structural change (after completing its
         collectives, so every rank leaves the process group in the same state)."""
         if staged.structure_version == self.structure_version:
@@ -264,20 +275,22 @@ class OdinRuntime:
             f"Gaussians are at version {self.structure_version}: drain() before changing their structure"
         )
 
-    def _launch(self, staged: _StagedUnit, read_scope: Optional[torch.Tensor]) -> _InFlightUnit:
+    def _launch(self, staged: _StagedUnit, read_scope: torch.Tensor | None) -> _InFlightUnit:
         """Launch the exchange of ``staged``: its visible rows and the next unit's read scope (gathered together, so
         the RAW decision needs no collective of its own), then, for a dense exchange, every bucket at once."""
         self._check_version(staged)
         record = staged.record
-        scopes = torch.stack([staged.visible, read_scope if read_scope is not None else torch.zeros_like(staged.visible)])
+        scopes = torch.stack(
+            [staged.visible, read_scope if read_scope is not None else torch.zeros_like(staged.visible)]
+        )
         in_flight = _InFlightUnit(staged, self._all_gather(scopes, f"scope exchange of unit {staged.unit_id}"))
         record.bytes_exchanged += in_flight.scopes.payload_bytes
         if self.config.exchange == "dense":
             self._launch_buckets(in_flight, scoped_indices=None)
         return in_flight
 
-    def _launch_buckets(self, in_flight: _InFlightUnit, scoped_indices: Optional[list[torch.Tensor]]) -> None:
-        """One all-reduce per bucket: all its rows (dense) or only its update-scope rows (scoped; empty ones skipped)."""
+    def _launch_buckets(self, in_flight: _InFlightUnit, scoped_indices: list[torch.Tensor] | None) -> None:
+        """One all-reduce per bucket: all its rows (dense) or only its update-scope rows (scoped; empty: none)."""
         staged = in_flight.staged
         staged.record.exchange = "dense" if scoped_indices is None else "scoped"
         grads = list(staged.grads.values())
@@ -317,7 +330,9 @@ class OdinRuntime:
             record.update_rows = bitmap_count(in_flight.update_scope)
             return
         read_scope = union_over_ranks(gathered[:, 1])
-        in_flight.hazards = WindowHazards.from_device(raw_exposure(in_flight.update_scope, read_scope, self._buckets.ranges))
+        in_flight.hazards = WindowHazards.from_device(
+            raw_exposure(in_flight.update_scope, read_scope, self._buckets.ranges)
+        )
         update_rows = sum(in_flight.hazards.update_rows)
         record.update_rows = update_rows
         if self.config.exchange == "dense":
@@ -388,27 +403,15 @@ class OdinRuntime:
         record.add_span("comm_s", in_flight.scopes.started, latest([c.finished for c in collectives]))
         self.stats.records.append(record)
 
-    def _validate(
-        self,
-        in_flight: _InFlightUnit,
-        late_buckets: list[int],
-        visible: torch.Tensor,
-        loss: torch.Tensor,
-        staging: dict[str, torch.Tensor],
-        record: UnitRecord,
-        compute_fn: ComputeFn,
-        visible_fn: VisibleFn,
-    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """Re-run the unit if a row published after it ran is one it saw, before or after that publication (a
-        Gaussian moved into or out of its views): its speculative gradients would differ from sync's."""
-        views = shadow_views(self._params)
+    def _saw_stale_rows(
+        self, in_flight: _InFlightUnit, late_buckets: list[int], visible: torch.Tensor, visible_fn: VisibleFn
+    ) -> bool:
+        """Whether a row published after the unit ran is one it saw, before or after that publication (a Gaussian
+        moved into or out of its views): then its speculative gradients differ from sync's and it must re-run."""
         with torch.no_grad():
-            seen = bitmap_or(self._scope(visible), self._scope(visible_fn(views)))
+            seen = bitmap_or(self._scope(visible), self._scope(visible_fn(shadow_views(self._params))))
         late_ranges = [self._buckets.ranges[bucket] for bucket in late_buckets]
-        if not stale_reads(in_flight.update_scope, late_ranges, seen).item():
-            return loss, visible, staging
-        record.reruns += 1
-        return self._compute(compute_fn, views, record, "rerun_compute_s", ())
+        return bool(stale_reads(in_flight.update_scope, late_ranges, seen).item())
 
 
 GSPLAT_STATISTIC_OPS = {"grad2d": "sum", "count": "sum", "radii": "max"}

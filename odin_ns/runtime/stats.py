@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import torch
 
-Stamp = Union[float, torch.cuda.Event]
+Stamp = float | torch.cuda.Event
 SPANS = ("compute_s", "rerun_compute_s", "exposed_wait_s", "comm_s", "publish_s")
 
 
@@ -61,7 +61,7 @@ class UnitRecord:
     exchange: str = ""
     reruns: int = 0
     bytes_exchanged: int = 0
-    update_rows: Union[int, torch.Tensor, None] = None
+    update_rows: int | torch.Tensor | None = None
     window: dict[str, Any] | None = None
     spans: dict[str, list[tuple[Stamp, Stamp]]] = field(default_factory=dict)
 

@@ -27,7 +27,7 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Literal, Optional, Sequence, get_args
 
 import numpy as np
 import scipy.sparse as sp
@@ -39,7 +39,7 @@ from odin_ns.schedule.tracks import ViewCameras, collect_observations, view_name
 logger = logging.getLogger(__name__)
 
 Order = Literal["rlg", "random"]
-ORDERS = ("rlg", "random")
+ORDERS = get_args(Order)
 
 DEFAULT_CONFLICT_THRESHOLD = 0.05
 """A window is admissible when no view pair across two consecutive units shares 5% or more of its points. On cup77
@@ -47,6 +47,8 @@ the 8 strongest neighbours of a view overlap by 0.17 or more on average, so this
 close neighbours (docs/schedule.md)."""
 
 _PLAN_FORMAT = 1
+_SUMMARY_EPOCHS = 4
+"""Epochs the plan statistics average over: each epoch is a different shuffle, one alone is noisy on small data."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +84,24 @@ def consecutive_conflicts(weights: sp.csr_matrix, units: np.ndarray) -> tuple[np
     edge_offsets = np.arange(edge_counts.sum()) - np.repeat(np.cumsum(edge_counts) - edge_counts, edge_counts)
     edge_index = np.repeat(starts, edge_counts) + edge_offsets
     num_views = weights.shape[0]
-    next_members = np.repeat(np.arange(pairs), units.shape[1]) * num_views + units[1:].reshape(-1)
+    next_members = unit_of_view * num_views + units[1:].reshape(-1)
     crosses = np.isin(edge_unit * num_views + weights.indices[edge_index], next_members)
     crossing_unit, crossing_weight = edge_unit[crosses], weights.data[edge_index[crosses]]
     total = np.bincount(crossing_unit, weights=crossing_weight, minlength=pairs)
     peak = np.zeros(pairs)
     np.maximum.at(peak, crossing_unit, crossing_weight)
     return total, peak
+
+
+def check_views_per_step(world_size: int, views_per_rank: int, num_views: int) -> None:
+    """Raise unless every step can get world_size * views_per_rank distinct views."""
+    if world_size < 1 or views_per_rank < 1:
+        raise ValueError(f"world_size and views_per_rank must be at least 1, got {world_size} and {views_per_rank}")
+    if world_size * views_per_rank > num_views:
+        raise ValueError(
+            f"world_size * views_per_rank = {world_size} * {views_per_rank} = {world_size * views_per_rank} "
+            f"views per step exceeds the {num_views} training views"
+        )
 
 
 def interleave_evenly(group_sizes: Sequence[int]) -> list[tuple[int, int]]:
@@ -130,20 +143,14 @@ class SchedulePlan:
     """(views, 3) camera positions, for the figure."""
     settings: dict = field(default_factory=dict)
     """How the plan was built (top_k, max_track_length, AOT timings); recorded, not used."""
+    rotation: np.ndarray = field(init=False, repr=False)
+    """Cyclic order of the regions with the weakest coupling between consecutive ones."""
     _epoch_cache: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.world_size < 1 or self.views_per_rank < 1:
-            raise ValueError(
-                f"world_size and views_per_rank must be at least 1, got {self.world_size} and {self.views_per_rank}"
-            )
+        check_views_per_step(self.world_size, self.views_per_rank, self.num_views)
         if self.order not in ORDERS:
             raise ValueError(f"unknown order {self.order!r}, expected one of {ORDERS}")
-        if self.views_per_step > self.num_views:
-            raise ValueError(
-                f"world_size * views_per_rank = {self.world_size} * {self.views_per_rank} = {self.views_per_step} "
-                f"views per step exceeds the {self.num_views} training views"
-            )
         if len(self.partition.labels) != self.num_views or self.graph.num_views != self.num_views:
             raise ValueError(f"plan of {self.num_views} views got a graph or partition of another size")
         self.rotation = self.partition.rotation_order()
@@ -229,10 +236,19 @@ class SchedulePlan:
         total, peak = consecutive_conflicts(self.graph.weights, units)
         return UnitConflicts(total, peak, self.conflict_threshold)
 
+    def conflicts(self, epochs: int = _SUMMARY_EPOCHS) -> UnitConflicts:
+        """Predicted conflicts of every step of the first ``epochs`` epochs."""
+        per_epoch = [self.epoch_conflicts(epoch) for epoch in range(epochs)]
+        return UnitConflicts(
+            np.concatenate([c.total for c in per_epoch]),
+            np.concatenate([c.peak for c in per_epoch]),
+            self.conflict_threshold,
+        )
+
     def summary(self) -> dict:
-        """Plan-level statistics: partition quality, predicted consecutive conflicts vs a random order."""
-        planned = self.epoch_conflicts(0)
-        shuffled = self.with_batch(order="random").epoch_conflicts(0)
+        """Plan-level statistics over the first epochs: partition quality, predicted conflicts vs a random order."""
+        planned = self.conflicts()
+        shuffled = self.with_batch(order="random").conflicts()
         return {
             "views": self.num_views,
             "rlg_source": self.graph.source,
@@ -245,6 +261,7 @@ class SchedulePlan:
             "order": self.order,
             "units_per_epoch": self.units_per_epoch,
             "dropped_views_per_epoch": self.num_views % self.views_per_step,
+            "statistics_epochs": _SUMMARY_EPOCHS,
             "mean_conflict_sum": float(planned.total.mean()),
             "mean_conflict_max": float(planned.peak.mean()),
             "random_mean_conflict_sum": float(shuffled.total.mean()),
@@ -341,11 +358,7 @@ def build_plan(
     conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD,
 ) -> SchedulePlan:
     """Run the whole AOT step: observations -> RLG -> regions -> ordered units (timed, logged)."""
-    views_per_step = world_size * views_per_rank
-    if views_per_step > len(view_paths):
-        raise ValueError(
-            f"world_size * views_per_rank = {views_per_step} views per step exceeds the {len(view_paths)} training views"
-        )
+    check_views_per_step(world_size, views_per_rank, len(view_paths))  # before spending time on the graph
     start = time.perf_counter()
     observations = collect_observations(view_paths, cameras, recon_dir, seed_points, seed)
     observed = time.perf_counter()

@@ -21,7 +21,7 @@ from typing import ClassVar
 import torch
 
 from odin_ns.kernels import bitmap_and, bitmap_and_count
-from odin_ns.sync.scopes import RowRange, restrict_to_ranges, rows_per_range
+from odin_ns.sync.scopes import restrict_to_ranges, rows_per_range
 
 
 class HazardKind(str, Enum):
@@ -54,14 +54,18 @@ class WindowHazards:
         return any(self.conflict_rows)
 
 
-def raw_exposure(update_scope: torch.Tensor, read_scope: torch.Tensor, ranges: Sequence[RowRange]) -> torch.Tensor:
+def raw_exposure(
+    update_scope: torch.Tensor, read_scope: torch.Tensor, ranges: Sequence[tuple[int, int]]
+) -> torch.Tensor:
     """int64 [2, buckets]: |update ∩ read| and |update| per bucket, computed on the device."""
     return torch.stack(
         [rows_per_range(bitmap_and(update_scope, read_scope), ranges), rows_per_range(update_scope, ranges)]
     )
 
 
-def stale_reads(update_scope: torch.Tensor, late_ranges: Sequence[RowRange], seen_scope: torch.Tensor) -> torch.Tensor:
+def stale_reads(
+    update_scope: torch.Tensor, late_ranges: Sequence[tuple[int, int]], seen_scope: torch.Tensor
+) -> torch.Tensor:
     """0-d count of rows unit t+1 saw (under the parameters before or after unit t's publication) that unit t wrote
     only after t+1 had run; non-zero means t+1's speculative run read stale values and must be re-run."""
     return bitmap_and_count(restrict_to_ranges(update_scope, late_ranges), seen_scope)

@@ -14,8 +14,6 @@ import torch
 
 from odin_ns.kernels import BITS_PER_WORD, bitmap_count, bitmap_or, num_words, pack_bitmap
 
-RowRange = tuple[int, int]
-
 
 def scope_of(visible: torch.Tensor, num_rows: int, device: torch.device) -> torch.Tensor:
     """Bitmap of a bool visibility mask [num_rows] on ``device``; ValueError for anything else (a caller bug)."""
@@ -32,7 +30,7 @@ def union_over_ranks(gathered: torch.Tensor) -> torch.Tensor:
     return functools.reduce(bitmap_or, gathered.unbind(0)).contiguous()
 
 
-def word_slice(row_range: RowRange) -> slice:
+def word_slice(row_range: tuple[int, int]) -> slice:
     """The bitmap words of a row range starting on a word boundary (every bucket does)."""
     lo, hi = row_range
     if lo % BITS_PER_WORD:
@@ -40,14 +38,14 @@ def word_slice(row_range: RowRange) -> slice:
     return slice(lo // BITS_PER_WORD, num_words(hi))
 
 
-def rows_per_range(bitmap: torch.Tensor, ranges: Sequence[RowRange]) -> torch.Tensor:
+def rows_per_range(bitmap: torch.Tensor, ranges: Sequence[tuple[int, int]]) -> torch.Tensor:
     """int64 [len(ranges)] count of set rows of ``bitmap`` within each range (device tensor, no host sync)."""
     if not ranges:
         return torch.zeros(0, dtype=torch.int64, device=bitmap.device)
     return torch.stack([bitmap_count(bitmap[word_slice(row_range)]) for row_range in ranges])
 
 
-def restrict_to_ranges(bitmap: torch.Tensor, ranges: Sequence[RowRange]) -> torch.Tensor:
+def restrict_to_ranges(bitmap: torch.Tensor, ranges: Sequence[tuple[int, int]]) -> torch.Tensor:
     """``bitmap`` with every row outside ``ranges`` cleared."""
     restricted = torch.zeros_like(bitmap)
     for row_range in ranges:

@@ -1,0 +1,62 @@
+"""Helpers for end-to-end tests: run ns-train / ns-eval in subprocesses and read what they wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+BIN = Path(sys.executable).parent
+QUIET_TRAINING = [
+    "--vis", "tensorboard",
+    "--viewer.quit-on-train-completion", "True",
+    "--logging.local-writer.enable", "False",
+    "--steps-per-eval-image", "100000",
+    "--steps-per-eval-all-images", "100000",
+    "--steps-per-eval-batch", "0",
+    "--pipeline.model.num-downscales", "0",
+]
+"""Train without viewer, periodic evaluation or resolution warm-up: tests look at the final model."""
+
+
+def run(command: Sequence[str], timeout: float = 600, env: Dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``command``; on failure raise with the tail of its output (the assertion message a reader needs)."""
+    result = subprocess.run(
+        list(command), capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(command[:3])}... exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def train(data: Path, output_dir: Path, steps: int, *extra: str, launcher: Sequence[str] = ()) -> Path:
+    """Train odin-splatfacto for ``steps`` steps; returns the run directory (holding config.yml)."""
+    ns_train = str(BIN / "ns-train")
+    run([*launcher, ns_train, "odin-splatfacto", "--data", str(data), "--output-dir", str(output_dir),
+         "--max-num-iterations", str(steps), *QUIET_TRAINING, *extra])
+    (config,) = output_dir.glob("*/odin-splatfacto/*/config.yml")
+    return config.parent
+
+
+def evaluate(run_dir: Path) -> Dict[str, float]:
+    """ns-eval on a run's config; returns the results dict (psnr, ssim, ...)."""
+    output = run_dir / "eval.json"
+    run([str(BIN / "ns-eval"), "--load-config", str(run_dir / "config.yml"), "--output-path", str(output)])
+    return json.loads(output.read_text())["results"]
+
+
+def scalar_series(run_dir: Path, tag: str) -> List[float]:
+    """Values of a tensorboard scalar that nerfstudio's writer logged during training."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return [event.value for event in events.Scalars(tag)]
+
+
+def unit_records(run_dir: Path) -> List[dict]:
+    """Per-unit Odin runtime records (odin_units.jsonl)."""
+    return [json.loads(line) for line in (run_dir / "odin_units.jsonl").read_text().splitlines()]
