@@ -31,7 +31,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.metrics import LazyLPIPS
 from odin_ns.rendering import RendererName, project_visibility, rasterize_fn, resolve_renderer
-from odin_ns.strategy import OdinStrategy
+from odin_ns.strategy import OdinStrategy, morton_order
 
 
 @dataclass
@@ -136,7 +136,8 @@ class OdinSplatfactoModel(SplatfactoModel):
             "features_rest": features_rest,
             "opacities": torch.logit(0.1 * torch.ones(num_points, 1)),
         }
-        return {name: torch.nn.Parameter(tensor.contiguous()) for name, tensor in tensors.items()}
+        order = morton_order(means)  # spatially sorted rows: Odin's publication ranges follow the scene
+        return {name: torch.nn.Parameter(tensor[order].contiguous()) for name, tensor in tensors.items()}
 
     def _densification_strategy(self) -> OdinStrategy:
         """Splatfacto's DefaultStrategy; plain-gradient threshold where the renderer has no absgrad."""

@@ -18,11 +18,9 @@ from nerfstudio.configs.base_config import PrintableConfig
 from nerfstudio.engine.optimizers import Optimizers
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 
-from odin_ns.runtime.executor import OdinRuntime, RuntimeConfig
+from odin_ns.runtime.executor import DrainingBarrier, OdinRuntime, RuntimeConfig
 
 GAUSSIAN_GROUPS = ("means", "scales", "quats", "features_dc", "features_rest", "opacities")
-DENSIFICATION_STATISTICS = {"grad2d": "sum", "count": "sum", "radii": "max"}
-"""How per-rank densification statistics combine so every rank makes the same grow/prune decisions."""
 
 
 @dataclass
@@ -114,12 +112,19 @@ class OdinPipeline(VanillaPipeline):
     def _runtime(self, optimizers: Optimizers) -> OdinRuntime:
         if self.runtime is None:
             if not dist.is_initialized():  # a single process: a one-rank group keeps one code path
-                dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+                on_cuda = self.device.type == "cuda"
+                dist.init_process_group(
+                    "nccl" if on_cuda else "gloo",
+                    store=dist.HashStore(),
+                    rank=0,
+                    world_size=1,
+                    device_id=self.device if on_cuda else None,
+                )
             self._optimizers = optimizers
             self.runtime = OdinRuntime(
                 self.model.gauss_params, self._gaussian_optimizers(), self.config.odin.runtime_config()
             )
-            self.model.strategy.barrier = self
+            self.model.strategy.barrier = DrainingBarrier(self.runtime)
         return self.runtime
 
     def _gaussian_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
@@ -137,21 +142,6 @@ class OdinPipeline(VanillaPipeline):
                         dist.all_reduce(param.grad)
                         param.grad /= self.world_size
             optimizers.optimizer_step(group)
-
-    # ------------------------------------------------------------------- StructuralBarrier (odin_ns.strategy)
-
-    def before_change(self, state: Dict[str, Any]) -> None:
-        """Publish everything in flight and give every rank the same densification statistics."""
-        assert self.runtime is not None
-        self.runtime.drain()
-        if self.world_size > 1:
-            present = {key: state[key] for key in DENSIFICATION_STATISTICS if state.get(key) is not None}
-            state.update(self.runtime.reduce_statistics(present, {k: DENSIFICATION_STATISTICS[k] for k in present}))
-
-    def after_change(self, params: Dict[str, torch.nn.Parameter]) -> None:
-        """The strategy replaced the parameter tensors: bind the runtime to the new ones."""
-        assert self.runtime is not None
-        self.runtime.rebind(params, self._gaussian_optimizers())
 
     def unit_records(self) -> List[Dict[str, Any]]:
         """Per-unit runtime statistics recorded so far (cleared by the caller's logging)."""

@@ -4,7 +4,8 @@ Densification, pruning and opacity reset rewrite the parameter tensors and optim
 must be published before them and every rank must make identical decisions. The strategy stays gsplat's: this
 subclass only calls a ``StructuralBarrier`` at the right moments (after the step's statistics are accumulated, before
 anything changes; after the change) and draws the split samples from a generator seeded by the step, identically on
-every rank. What the barrier does (drain, all-reduce statistics, rebind) is the training loop's business.
+every rank, and re-sorts the Gaussians spatially after each change (new rows are appended at the end).
+What the barrier does (drain, all-reduce statistics, rebind) is the training loop's business.
 """
 
 from __future__ import annotations
@@ -13,6 +14,43 @@ from typing import Any, Dict, Protocol
 
 import torch
 from gsplat.strategy import DefaultStrategy
+from gsplat.strategy.ops import _update_param_with_optimizer
+
+MORTON_BITS = 10
+"""Grid cells per axis = 2**10: fine enough that a chunk of rows is a compact piece of the scene."""
+
+
+def morton_order(means: torch.Tensor, bits: int = MORTON_BITS) -> torch.Tensor:
+    """Permutation sorting points along a Z-order curve, so rows close in index are close in space.
+
+    Odin publishes a unit's update by row ranges and a conflicting unit waits only for the ranges holding rows it
+    reads; with spatially sorted rows a view's Gaussians fall in few ranges. The grid spans the 1st-99th
+    percentiles so a few far outliers do not squash the scene into one cell.
+    """
+    lo = torch.quantile(means, 0.01, dim=0) if len(means) > 1 else means.amin(0)
+    hi = torch.quantile(means, 0.99, dim=0) if len(means) > 1 else means.amax(0)
+    scaled = (means - lo) / (hi - lo).clamp_min(1e-12)
+    cells = (scaled.clamp(0, 1) * (2**bits - 1)).long()
+    code = torch.zeros(len(means), dtype=torch.long, device=means.device)
+    for bit in range(bits):
+        for axis in range(3):
+            code |= ((cells[:, axis] >> bit) & 1) << (3 * bit + axis)
+    return torch.argsort(code, stable=True)
+
+
+@torch.no_grad()
+def sort_gaussians_spatially(params, optimizers, state: Dict[str, Any]) -> None:
+    """Permute the Gaussians, their optimizer state and per-Gaussian strategy statistics into Morton order."""
+    order = morton_order(params["means"])
+    _update_param_with_optimizer(
+        lambda _, param: torch.nn.Parameter(param[order], requires_grad=param.requires_grad),
+        lambda _, value: value[order],
+        params,
+        optimizers,
+    )
+    for key, value in state.items():
+        if isinstance(value, torch.Tensor) and value.shape[:1] == order.shape:
+            state[key] = value[order]
 
 
 class StructuralBarrier(Protocol):
@@ -61,6 +99,7 @@ class OdinStrategy(DefaultStrategy):
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(step)
             super().step_post_backward(params, optimizers, state, step, info, packed=packed)
+        sort_gaussians_spatially(params, optimizers, state)
         self._changing_structure = False
         self.barrier.after_change(params)
 

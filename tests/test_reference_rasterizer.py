@@ -21,7 +21,8 @@ RED, BLUE = (1.0, 0.0, 0.0), (0.0, 0.0, 1.0)
 def _camera(width: int, height: int, focal: float, dtype=torch.float32, device="cpu"):
     """One pinhole camera at the origin looking down +z (gsplat's viewmat is world-to-camera)."""
     viewmats = torch.eye(4, dtype=dtype, device=device)[None]
-    Ks = torch.tensor([[[focal, 0.0, width / 2], [0.0, focal, height / 2], [0.0, 0.0, 1.0]]], dtype=dtype, device=device)
+    intrinsics = [[focal, 0.0, width / 2], [0.0, focal, height / 2], [0.0, 0.0, 1.0]]
+    Ks = torch.tensor([intrinsics], dtype=dtype, device=device)
     return viewmats, Ks
 
 
@@ -54,10 +55,9 @@ def test_gradients_match_finite_differences():
     which the test checks before differentiating.
     """
     viewmats, Ks = _camera(8, 8, focal=10.0, dtype=torch.float64)
-    means, quats, scales, opacities, colors = _gaussians(
-        [[0.3, -0.2, 4.5], [-0.4, 0.1, 5.0], [0.1, 0.3, 6.0]], 1.3, 0.5, [[0.9, 0.2, 0.1], [0.1, 0.8, 0.3], [0.2, 0.3, 0.7]],
-        dtype=torch.float64,
-    )
+    centres = [[0.3, -0.2, 4.5], [-0.4, 0.1, 5.0], [0.1, 0.3, 6.0]]
+    colors = [[0.9, 0.2, 0.1], [0.1, 0.8, 0.3], [0.2, 0.3, 0.7]]
+    means, quats, scales, opacities, colors = _gaussians(centres, 1.3, 0.5, colors, dtype=torch.float64)
     quats = quats + torch.tensor([[0.0, 0.1, -0.2, 0.3]], dtype=torch.float64)
     scales = scales * torch.tensor([[1.0, 0.8, 1.2], [0.9, 1.1, 1.0], [1.2, 1.0, 0.9]], dtype=torch.float64)
     opacities = torch.tensor([0.45, 0.6, 0.7], dtype=torch.float64)
@@ -108,9 +108,10 @@ def _composite_per_pixel(means2d, conics, colors, opacities, radii, depths, widt
                 transmittance = 1.0
                 for n in drawn:
                     mean_x, mean_y = means2d[cam, n].tolist()
+                    tile_x, tile_y = mean_x / tile_size, mean_y / tile_size
                     tile_radius = float(radii[cam, n]) / tile_size
-                    tiles_x = range(max(0, math.floor(mean_x / tile_size - tile_radius)), math.ceil(mean_x / tile_size + tile_radius))
-                    tiles_y = range(max(0, math.floor(mean_y / tile_size - tile_radius)), math.ceil(mean_y / tile_size + tile_radius))
+                    tiles_x = range(max(0, math.floor(tile_x - tile_radius)), math.ceil(tile_x + tile_radius))
+                    tiles_y = range(max(0, math.floor(tile_y - tile_radius)), math.ceil(tile_y + tile_radius))
                     if x // tile_size not in tiles_x or y // tile_size not in tiles_y:
                         continue
                     a, b, c = conics[cam, n].tolist()
@@ -202,7 +203,8 @@ def test_background_fills_empty_pixels():
     image, alpha, _ = rasterize_reference(*gaussian, viewmats, Ks, 48, 32, backgrounds=background)
 
     torch.testing.assert_close(image[0, 0, 0], background[0])
-    torch.testing.assert_close(image[0, 16, 24], torch.tensor(RED) * alpha[0, 16, 24] + (1 - alpha[0, 16, 24]) * background[0])
+    centre_alpha = alpha[0, 16, 24]
+    torch.testing.assert_close(image[0, 16, 24], torch.tensor(RED) * centre_alpha + (1 - centre_alpha) * background[0])
 
 
 def test_gaussian_behind_the_camera_is_not_rendered():
@@ -214,6 +216,23 @@ def test_gaussian_behind_the_camera_is_not_rendered():
     assert meta["radii"].dtype == torch.int32
     assert meta["radii"][0, 0] > 0 and meta["radii"][0, 1] == 0
     torch.testing.assert_close(image, image_front_only)
+
+
+def test_nothing_visible_renders_background_and_zero_gradients():
+    """DefaultStrategy reads means2d.grad every step, so it must exist (as zeros) even when nothing is drawn."""
+    viewmats, Ks = _camera(16, 16, focal=20.0)
+    means, quats, scales, opacities, colors = _gaussians([[0.0, 0.0, -5.0]], 0.3, 0.9, [RED])
+    means.requires_grad_()
+    background = torch.tensor([[0.2, 0.3, 0.4]])
+    image, alpha, meta = rasterize_reference(
+        means, quats, scales, opacities, colors, viewmats, Ks, 16, 16, backgrounds=background
+    )
+    meta["means2d"].retain_grad()
+    image.sum().backward()
+
+    torch.testing.assert_close(image, background[:, None, None, :].expand(1, 16, 16, 3))
+    assert (alpha == 0).all()
+    assert (meta["means2d"].grad == 0).all() and (means.grad == 0).all()
 
 
 def test_means2d_gradient_is_the_compositing_gradient_and_zero_when_invisible():
@@ -344,7 +363,10 @@ def test_matches_gsplat_cuda_forward_and_gradients():
         outputs[name] = {"image": image, "alpha": alpha, "radii": meta["radii"], "means2d": meta["means2d"].grad}
         outputs[name].update({f"d_{key}": leaf.grad for key, leaf in leaves.items()})
 
-    errors = {key: _relative_error(outputs["reference"][key].float(), outputs["gsplat"][key].float()) for key in outputs["gsplat"]}
+    errors = {
+        key: _relative_error(outputs["reference"][key].float(), outputs["gsplat"][key].float())
+        for key in outputs["gsplat"]
+    }
     print("relative errors vs gsplat CUDA:", {key: f"{error:.2e}" for key, error in errors.items()})
     assert torch.equal(outputs["reference"]["radii"], outputs["gsplat"]["radii"])
     # measured on an H200: about 1e-6 for images and gradients; the bounds leave room for float32 threshold flips

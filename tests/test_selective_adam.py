@@ -75,7 +75,9 @@ def test_hidden_rows_untouched_and_step_count_global(backend):
     for step in range(1, 5):
         grad = torch.randn(n, 3, generator=generator).to(device)
         visible = always | late if step >= 3 else always
-        moments_before = {key: selective.state[ours].get(key, torch.zeros_like(ours)).clone() for key in ("exp_avg", "exp_avg_sq")}
+        moments_before = {
+            key: selective.state[ours].get(key, torch.zeros_like(ours)).clone() for key in ("exp_avg", "exp_avg_sq")
+        }
         param_before = ours.detach().clone()
         ours.grad, theirs.grad = grad.clone(), grad.clone()
         selective.visible_rows = visible
@@ -110,13 +112,15 @@ def test_chunked_publication_equals_one_step(backend):
 
 
 def test_gsplat_densification_ops_keep_optimizer_consistent(backend):
-    """duplicate/remove/reset_opa rewrite optimizer.state[p] and swap params; SelectiveAdam must keep working."""
+    """duplicate/remove/split/reset_opa rewrite optimizer.state[p] and swap params; SelectiveAdam keeps working."""
     generator = torch.Generator().manual_seed(3)
     device = _device(backend)
     n = 40
-    shapes = {"means": (3,), "scales": (3,), "quats": (4,), "opacities": (), "features_dc": (3,), "features_rest": (15, 3)}
+    shapes = {
+        "means": (3,), "scales": (3,), "quats": (4,), "opacities": (), "features_dc": (3,), "features_rest": (15, 3)
+    }
     params = torch.nn.ParameterDict(
-        {name: torch.nn.Parameter(torch.randn(n, *shape, generator=generator).to(device)) for name, shape in shapes.items()}
+        {name: torch.nn.Parameter(torch.randn(n, *s, generator=generator).to(device)) for name, s in shapes.items()}
     )
     optimizers = {name: SelectiveAdam([param], lr=LR, eps=EPS) for name, param in params.items()}
 
@@ -145,11 +149,16 @@ def test_gsplat_densification_ops_keep_optimizer_consistent(backend):
     train_step(n)
     assert all(optimizers[name].state[p]["exp_avg_sq"].shape[0] == n for name, p in params.items())
 
+    gsplat_ops.split(params, optimizers, {}, torch.arange(n, device=device) < 5)  # 5 rows become 10
+    n += 5
+    train_step(n)
+    assert all(optimizers[name].state[p]["exp_avg"].shape == p.shape for name, p in params.items())
+
     gsplat_ops.reset_opa(params, optimizers, {}, value=0.01)
     opacity_state = optimizers["opacities"].state[params["opacities"]]
     assert torch.all(opacity_state["exp_avg"] == 0) and torch.all(opacity_state["exp_avg_sq"] == 0)
     train_step(n)
-    assert all(optimizers[name].state[p]["step"].item() == 5 for name, p in params.items())
+    assert all(optimizers[name].state[p]["step"].item() == 6 for name, p in params.items())
     assert all(torch.isfinite(p).all() for p in params.values())
 
 

@@ -45,13 +45,17 @@ class RowBuckets:
     rows_per_bucket: int
 
     @classmethod
-    def for_tensors(cls, tensors: Sequence[torch.Tensor], bucket_bytes: int) -> RowBuckets:
-        """Buckets of about ``bucket_bytes`` of packed rows of ``tensors`` (row-aligned [N, ...])."""
-        if bucket_bytes <= 0:
-            raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
+    def for_tensors(cls, tensors: Sequence[torch.Tensor], bucket_bytes: int, min_buckets: int = 1) -> RowBuckets:
+        """Buckets of at most ``bucket_bytes`` of packed rows of ``tensors`` (row-aligned [N, ...]), and at least
+        ``min_buckets`` of them where the rows allow, so a conflict waits for part of an exchange, not all of it."""
+        if bucket_bytes <= 0 or min_buckets <= 0:
+            raise ValueError(f"bucket_bytes and min_buckets must be positive, got {bucket_bytes}, {min_buckets}")
+        num_rows = tensors[0].shape[0]
         bytes_per_row = sum(math.prod(t.shape[1:]) * t.element_size() for t in tensors)
-        whole_words = bucket_bytes // max(bytes_per_row, 1) // BITS_PER_WORD * BITS_PER_WORD
-        return cls(num_rows=tensors[0].shape[0], rows_per_bucket=max(BITS_PER_WORD, whole_words))
+        rows_by_bytes = bucket_bytes // max(bytes_per_row, 1)
+        rows_by_count = -(-num_rows // min_buckets)
+        whole_words = min(rows_by_bytes, rows_by_count) // BITS_PER_WORD * BITS_PER_WORD
+        return cls(num_rows=num_rows, rows_per_bucket=max(BITS_PER_WORD, whole_words))
 
     @cached_property
     def ranges(self) -> list[RowRange]:

@@ -22,7 +22,9 @@ def _check_row_range(row_range: tuple[int, int] | None, n: int) -> tuple[int, in
     return lo, hi
 
 
-def _check_adam_tensors(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor) -> None:
+def _check_adam_tensors(
+    param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor
+) -> None:
     if param.dim() == 0:
         raise ValueError("selective_adam_step needs a param of shape [N, ...], got a 0-d tensor")
     for name, tensor in (("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):

@@ -64,7 +64,9 @@ def pack_bitmap(mask: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     E.g. ``pack_bitmap(radii > 0)`` with radii ``[C, N]`` gives the Gaussians visible in any of the C cameras.
     """
     if mask.dtype != torch.bool or mask.dim() == 0:
-        raise ValueError(f"pack_bitmap needs a bool mask of shape [..., N], got dtype={mask.dtype} shape={tuple(mask.shape)}")
+        raise ValueError(
+            f"pack_bitmap needs a bool mask of shape [..., N], got dtype={mask.dtype} shape={tuple(mask.shape)}"
+        )
     n = mask.shape[-1]
     rows = mask.reshape(math.prod(mask.shape[:-1]), n)
     if resolve_backend(backend, mask) == "triton":

@@ -61,7 +61,8 @@ def scatter_rows_packed(
     """
     views = _rows_2d(tensors, indices)
     widths = [v.shape[1] for v in views]
-    if buf.shape != (indices.numel(), packed_width(tensors)) or buf.dtype != views[0].dtype or buf.device != views[0].device:
+    expected_shape = (indices.numel(), packed_width(tensors))
+    if buf.shape != expected_shape or buf.dtype != views[0].dtype or buf.device != views[0].device:
         raise ValueError(
             f"buf is {tuple(buf.shape)} {buf.dtype} on {buf.device}, expected "
             f"({indices.numel()}, {sum(widths)}) {views[0].dtype} on {views[0].device}"

@@ -45,7 +45,8 @@ def resolve_backend(backend: str, tensor: torch.Tensor) -> str:
         return "triton" if triton_runs_here else "torch"
     if backend == "triton" and not triton_runs_here:
         raise ValueError(
-            f"Triton kernels need the triton package and CUDA tensors (or TRITON_INTERPRET=1); got a {tensor.device} tensor"
+            "Triton kernels need the triton package and CUDA tensors (or TRITON_INTERPRET=1); "
+            f"got a {tensor.device} tensor"
         )
     return backend
 

@@ -223,7 +223,8 @@ def pack_bitmap(mask_rows: torch.Tensor) -> torch.Tensor:
     num_words = triton.cdiv(n, 32)
     out = torch.empty(num_words, dtype=torch.int32, device=mask_rows.device)
     if num_words:
-        _pack_kernel[(triton.cdiv(num_words, 64),)](mask_rows.view(torch.uint8), out, num_rows, n, num_words, BLOCK_W=64)
+        grid = (triton.cdiv(num_words, 64),)
+        _pack_kernel[grid](mask_rows.view(torch.uint8), out, num_rows, n, num_words, BLOCK_W=64)
     return out
 
 

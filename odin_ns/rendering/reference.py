@@ -1,4 +1,4 @@
-"""Pure-torch, autograd-differentiable 3D Gaussian rasterizer with gsplat 1.4.0's ``rasterization`` contract.
+"""Pure-torch, differentiable 3D Gaussian rasterizer with gsplat 1.4.0's ``rasterization`` contract.
 
 Why it exists: gsplat's rasterizer is CUDA-only, so training, tests and CI on machines without a GPU need a
 renderer that takes the same arguments, follows the same compositing rules and returns the same ``meta``
@@ -12,16 +12,17 @@ Compositing is tile-based and vectorized (no Python loop over Gaussians or pixel
    pairs ordered by (camera, tile, depth);
 2. without autograd, sigmas are evaluated densely for [tile pixels, pairs] in chunks of whole tiles; reading the
    hits (sigma >= 0, alpha >= 1/255) out pixel-major yields one depth-ordered run per pixel without a sort;
-3. still without autograd, the per-pixel transmittance drops hits after the pixel saturates (gsplat stops when
-   the transmittance would fall to 1e-4 or below, exclusive);
-4. with autograd, only the remaining hits are evaluated again and blended front to back: the transmittance is
-   an exclusive per-pixel cumulative sum of log(1 - alpha) (in float64, so long runs keep their precision).
+3. the per-pixel transmittance (an exclusive cumulative sum of log(1 - alpha), in float64 so long runs keep
+   their precision) drops the hits after a pixel saturates (gsplat stops before the Gaussian that would bring
+   the transmittance to 1e-4 or below);
+4. the remaining hits are blended front to back by an autograd Function whose backward is gsplat's analytic
+   one (checked against finite differences and against gsplat's CUDA kernels in the tests).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 from gsplat.cuda._torch_impl import _fully_fused_projection, _quat_scale_to_covar_preci, _spherical_harmonics
@@ -219,7 +220,8 @@ class _TileGrid:
         """Rearrange per-slot values [n_slots, D] into images [C, H, W, D] (padding pixels of edge tiles dropped)."""
         size, depth = self.tile_size, slot_values.shape[-1]
         tiled = slot_values.view(self.n_cameras, self.tiles_y, self.tiles_x, size, size, depth)
-        images = tiled.permute(0, 1, 3, 2, 4, 5).reshape(self.n_cameras, self.tiles_y * size, self.tiles_x * size, depth)
+        rows = tiled.permute(0, 1, 3, 2, 4, 5)  # [C, tile row, pixel row, tile column, pixel column, D]
+        images = rows.reshape(self.n_cameras, self.tiles_y * size, self.tiles_x * size, depth)
         return images[:, : self.height, : self.width].contiguous()
 
 
@@ -283,7 +285,6 @@ def _find_hits(pair_gauss: Tensor, pair_tile: Tensor, geometry: Tensor, grid: _T
     pixel-major groups them by (pixel, tile) while keeping the pairs' (tile, depth) order inside a group, so the
     (large) hit list needs no sort. Pixels of edge tiles that lie outside the image are kept: they only fill
     slots that ``to_images`` drops. ``geometry`` rows are (mean x, mean y, conic a, b, c, opacity).
-
     """
     pixel_offsets = grid.pixel_offsets(geometry.dtype, pair_tile.device)
     axis_offsets = pixel_offsets[: grid.tile_size, 0]
@@ -291,25 +292,26 @@ def _find_hits(pair_gauss: Tensor, pair_tile: Tensor, geometry: Tensor, grid: _T
     hits = []
     for start, end in _chunk_bounds(pairs_per_tile.tolist(), max(1, CANDIDATES_PER_CHUNK // grid.tile_area)):
         gauss, tiles = pair_gauss[start:end], pair_tile[start:end]
-        pair_splats = geometry[gauss]
+        pair_geometry = geometry[gauss]
         origins = grid.tile_origins(tiles).to(geometry.dtype)
-        mean_in_tile = pair_splats[:, 0:2] - origins
+        mean_in_tile = pair_geometry[:, 0:2] - origins
         # [tile_size (y), tile_size (x), pairs] by broadcasting a row of dx against a column of dy
         dx = mean_in_tile[:, 0] - axis_offsets[:, None]
         dy = mean_in_tile[:, 1] - axis_offsets[:, None]
-        sigmas = _splat_sigmas(dx[None, :, :], dy[:, None, :], pair_splats[:, 2:5]).reshape(grid.tile_area, -1)
-        hit = (sigmas >= 0) & (sigmas <= torch.log(pair_splats[:, 5] / ALPHA_MIN))
+        sigmas = _splat_sigmas(dx[None, :, :], dy[:, None, :], pair_geometry[:, 2:5]).reshape(grid.tile_area, -1)
+        hit = (sigmas >= 0) & (sigmas <= torch.log(pair_geometry[:, 5] / ALPHA_MIN))
         pixels, pairs = torch.nonzero(hit, as_tuple=True)
         hit_sigmas = sigmas.view(-1).index_select(0, pixels * sigmas.shape[1] + pairs)
-        alphas = _alphas_from_sigmas(pair_splats[:, 5].index_select(0, pairs), hit_sigmas)
+        alphas = _alphas_from_sigmas(pair_geometry[:, 5].index_select(0, pairs), hit_sigmas)
         centers = origins.index_select(0, pairs) + pixel_offsets.index_select(0, pixels)
-        hits.append((gauss.index_select(0, pairs), tiles.index_select(0, pairs) * grid.tile_area + pixels, centers, alphas))
+        slots = tiles.index_select(0, pairs) * grid.tile_area + pixels
+        hits.append((gauss.index_select(0, pairs), slots, centers, alphas))
     if not hits:  # nothing visible
         return _Hits(pair_gauss, pair_tile, geometry.new_zeros(0, 2), geometry.new_zeros(0))
     return _Hits(*(torch.cat(columns) for columns in zip(*hits)))
 
 
-def _chunk_bounds(pairs_per_tile: list, max_pairs: int) -> list:
+def _chunk_bounds(pairs_per_tile: List[int], max_pairs: int) -> List[Tuple[int, int]]:
     """[start, end) pair ranges made of whole tiles, each holding at most ``max_pairs`` pairs (or one tile)."""
     bounds, start, end = [], 0, 0
     for count in pairs_per_tile:
@@ -450,7 +452,8 @@ def _check_shapes(
         expected.update(covars=(covars, (n_gaussians, 3, 3)))
     for name, (tensor, shape) in expected.items():
         if tensor is None or tuple(tensor.shape) != shape:
-            raise ValueError(f"{name} must have shape {list(shape)}, got {None if tensor is None else list(tensor.shape)}")
+            got = None if tensor is None else list(tensor.shape)
+            raise ValueError(f"{name} must have shape {list(shape)}, got {got}")
     if sh_degree is None:
         if colors.shape[:-1] not in ((n_gaussians,), (n_cameras, n_gaussians)):
             raise ValueError(f"colors must be [N, D] or [C, N, D] without sh_degree, got {list(colors.shape)}")
@@ -458,5 +461,6 @@ def _check_shapes(
         if colors.shape[:-2] not in ((n_gaussians,), (n_cameras, n_gaussians)) or colors.shape[-1] != 3:
             raise ValueError(f"SH colors must be [N, K, 3] or [C, N, K, 3], got {list(colors.shape)}")
         if (sh_degree + 1) ** 2 > colors.shape[-2]:
-            raise ValueError(f"sh_degree {sh_degree} needs {(sh_degree + 1) ** 2} SH coefficients, got {colors.shape[-2]}")
+            needed = (sh_degree + 1) ** 2
+            raise ValueError(f"sh_degree {sh_degree} needs {needed} SH coefficients, got {colors.shape[-2]}")
     return n_cameras

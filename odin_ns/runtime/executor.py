@@ -15,7 +15,8 @@ docs/design.md explains the model, the hazards and the timeline.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -79,6 +80,9 @@ class RuntimeConfig:
     """'dense' all-reduces every row, 'scoped' only the update scope's rows, 'auto' picks by ``scoped_below``."""
     bucket_bytes: int = 25 * 2**20
     """Approximate size of one all-reduced bucket of packed gradient rows."""
+    min_buckets: int = 8
+    """At least this many buckets (row ranges) where the rows allow: the granularity at which a conflicting unit
+    waits for, and publishes, part of the previous unit's exchange."""
     scoped_below: float = 0.25
     """With ``exchange="auto"``, the largest |update scope| / N for which the scoped exchange is used."""
     timeout_s: float = 600.0
@@ -104,6 +108,9 @@ class _StagedUnit:
     grads: dict[str, torch.Tensor]
     visible: torch.Tensor
     record: UnitRecord
+    learning_rates: list[float]
+    """Every optimizer group's learning rate when the unit ran: a scheduler may change it before the unit publishes,
+    and sync would have stepped with these."""
 
 
 @dataclass
@@ -179,7 +186,7 @@ class OdinRuntime:
                 )
         self._params = dict(params)
         self._optimizers = dict(optimizers)
-        self._buckets = RowBuckets.for_tensors(list(self._params.values()), self.config.bucket_bytes)
+        self._buckets = RowBuckets.for_tensors(list(self._params.values()), self.config.bucket_bytes, self.config.min_buckets)
         self.structure_version += 1
 
     @property
@@ -260,7 +267,26 @@ class OdinRuntime:
     def _stage(
         self, unit_id: int, staging: dict[str, torch.Tensor], visible: torch.Tensor, record: UnitRecord
     ) -> _StagedUnit:
-        return _StagedUnit(unit_id, self.structure_version, staging, self._scope(visible), record)
+        learning_rates = [group["lr"] for group in self._optimizer_groups()]
+        return _StagedUnit(unit_id, self.structure_version, staging, self._scope(visible), record, learning_rates)
+
+    def _optimizer_groups(self) -> list[dict[str, Any]]:
+        """Param groups of the distinct optimizers, in a fixed order."""
+        unique = {id(optimizer): optimizer for optimizer in self._optimizers.values()}.values()
+        return [group for optimizer in unique for group in optimizer.param_groups]
+
+    @contextmanager
+    def _learning_rates_of(self, staged: _StagedUnit) -> Iterator[None]:
+        """Step with the learning rates ``staged`` ran under, restoring the current ones after."""
+        groups = self._optimizer_groups()
+        current = [group["lr"] for group in groups]
+        for group, lr in zip(groups, staged.learning_rates):
+            group["lr"] = lr
+        try:
+            yield
+        finally:
+            for group, lr in zip(groups, current):
+                group["lr"] = lr
 
     def _check_version(self, staged: _StagedUnit, in_flight: _InFlightUnit | None = None) -> None:
         """Raise StaleUnitError for a unit staged before the last structural change (after completing its
@@ -384,8 +410,9 @@ class OdinRuntime:
             start = self._clock.now()
         for name, param in self._params.items():
             param.grad = in_flight.staged.grads[name]
-        for optimizer in {id(opt): opt for opt in self._optimizers.values()}.values():
-            optimizer.step_rows(in_flight.update_scope, row_range=row_range, advance_step=not in_flight.published)
+        with self._learning_rates_of(in_flight.staged):
+            for optimizer in {id(opt): opt for opt in self._optimizers.values()}.values():
+                optimizer.step_rows(in_flight.update_scope, row_range=row_range, advance_step=not in_flight.published)
         for param in self._params.values():
             param.grad = None
         in_flight.published.add(bucket)
