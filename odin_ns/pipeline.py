@@ -27,9 +27,10 @@ GAUSSIAN_GROUPS = ("means", "scales", "quats", "features_dc", "features_rest", "
 class OdinConfig(PrintableConfig):
     """How the Gaussians' gradients are exchanged and published across ranks."""
 
-    mode: Literal["sync", "quality-first", "throughput-first"] = "quality-first"
+    mode: Literal["sync", "quality-first", "throughput-first", "no-exchange"] = "quality-first"
     """sync: all-reduce then step every unit; quality-first: overlap a unit's exchange with the next unit when their
-    Gaussian scopes do not conflict (same result as sync); throughput-first: also admit bounded delayed reads."""
+    Gaussian scopes do not conflict (same result as sync); throughput-first: also admit bounded delayed reads;
+    no-exchange: measurement only (benchmarks' compute floor), every rank trains alone and replicas diverge."""
     tau: float = 0.2
     """throughput-first: largest admitted fraction of a unit's read scope whose update is still in flight."""
     exchange: Literal["dense", "scoped", "auto"] = "auto"
@@ -46,7 +47,8 @@ class OdinConfig(PrintableConfig):
         if self.mode == "throughput-first":
             raise NotImplementedError("throughput-first mode is not implemented yet; use sync or quality-first")
         return RuntimeConfig(
-            mode=self.mode, exchange=self.exchange, bucket_bytes=int(self.bucket_mb * 2**20), timeout_s=self.timeout_s
+            mode="sync" if self.mode == "no-exchange" else self.mode,
+            exchange=self.exchange, bucket_bytes=int(self.bucket_mb * 2**20), timeout_s=self.timeout_s
         )
 
 
@@ -122,10 +124,20 @@ class OdinPipeline(VanillaPipeline):
                 )
             self._optimizers = optimizers
             self.runtime = OdinRuntime(
-                self.model.gauss_params, self._gaussian_optimizers(), self.config.odin.runtime_config()
+                self.model.gauss_params,
+                self._gaussian_optimizers(),
+                self.config.odin.runtime_config(),
+                group=self._exchange_group(),
             )
             self.model.strategy.barrier = DrainingBarrier(self.runtime)
         return self.runtime
+
+    def _exchange_group(self) -> Optional[dist.ProcessGroup]:
+        """The ranks this rank exchanges with: all of them, or (no-exchange) only itself."""
+        if self.config.odin.mode != "no-exchange":
+            return None
+        singletons = [dist.new_group([rank]) for rank in range(dist.get_world_size())]  # every rank creates each
+        return singletons[dist.get_rank()]
 
     def _gaussian_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
         assert self._optimizers is not None

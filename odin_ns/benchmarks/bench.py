@@ -1,0 +1,220 @@
+"""``odin-ns bench``: every configuration trained side by side through ns-train, interleaved, in one invocation.
+
+Each configuration is a real training run (``ns-train odin-splatfacto`` under torchrun, or stock ``splatfacto``);
+runs are interleaved over seeds so machine drift hits all alike. Speed comes from nerfstudio's own per-iteration
+timer in the run's tensorboard log (median over the second half of the steps, i.e. after warm-up), Odin's wait and
+admission figures from ``odin_units.jsonl``, quality from ``ns-eval``. ``no-exchange`` is measurement only: the
+same training with every rank in its own process group, so nothing crosses ranks (replicas diverge); its time is
+the compute-only floor that the exchange modes are compared against.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from tqdm import tqdm
+
+ODIN_MODES = ("sync", "quality-first", "no-exchange")
+STOCK = "splatfacto"
+ITERATION_TIME_TAG = "Train Iter (time)"
+
+
+@dataclass
+class BenchCommand:
+    """Train each configuration side by side and write results.json and plots (throughput, timeline, quality)."""
+
+    data: Path
+    """Dataset (COLMAP capture or transforms.json scene)."""
+    gpus: int = 2
+    """Ranks per Odin configuration (GPUs; CPU ranks with gloo where CUDA is absent)."""
+    steps: int = 1000
+    """Training steps per configuration."""
+    modes: str = "sync,quality-first,no-exchange"
+    """Comma-separated Odin modes (sync, quality-first, no-exchange)."""
+    seeds: int = 1
+    """Repetitions per configuration (machine seeds 42, 43, ...)."""
+    stock: bool = True
+    """Also train stock nerfstudio splatfacto and Odin with one rank, the single-GPU references."""
+    out: Path = Path("outputs/bench")
+    """Folder for runs, results.json and plots."""
+    extra: Tuple[str, ...] = ()
+    """Extra ns-train arguments for every run (before the dataparser subcommand), e.g. --pipeline.model.sh-degree 0."""
+
+    def main(self) -> None:
+        modes = [mode for mode in self.modes.split(",") if mode]
+        unknown = sorted(set(modes) - set(ODIN_MODES))
+        if unknown:
+            raise SystemExit(f"error: unknown mode(s) {unknown}; choose from {ODIN_MODES}")
+        if not self.data.exists():
+            raise SystemExit(f"error: data directory does not exist: {self.data}")
+        configurations: List[Tuple[str, int]] = [(mode, self.gpus) for mode in modes]
+        if self.stock:
+            configurations = [(STOCK, 1), ("sync", 1)] + configurations
+        self.out.mkdir(parents=True, exist_ok=True)
+        runs = []
+        plan = [(seed, name, ranks) for seed in range(self.seeds) for name, ranks in configurations]
+        for seed, name, ranks in tqdm(plan, desc="bench runs", unit="run"):
+            runs.append(self._run(name, ranks, seed))
+        results = {"data": str(self.data), "steps": self.steps, "gpus": self.gpus, "runs": runs,
+                   "summary": summarize(runs), "environment": environment()}
+        (self.out / "results.json").write_text(json.dumps(results, indent=2))
+        from odin_ns.benchmarks.plots import plot_results
+
+        plot_results(results, self.out)
+        print(format_table(results["summary"]))
+
+    def _run(self, name: str, ranks: int, seed: int) -> Dict:
+        label = f"{name}-w{ranks}-s{seed}"
+        run_root = self.out / "runs" / label
+        command = training_command(name, ranks, self.data, run_root, self.steps, seed, self.extra)
+        started = time.time()
+        log = run_root.with_suffix(".log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as handle:
+            status = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
+        if status != 0:
+            raise SystemExit(f"error: {label} failed with status {status}; see {log}")
+        (config,) = run_root.glob("*/*/*/config.yml")
+        run_dir = config.parent
+        record = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
+        iteration_s = iteration_times(run_dir)
+        steady = iteration_s[len(iteration_s) // 2 :]
+        record["step_s"] = statistics.median(steady)
+        record["views_per_s"] = ranks / record["step_s"]
+        units = run_dir / "odin_units.jsonl"
+        if units.exists():
+            record.update(unit_summary([json.loads(line) for line in units.read_text().splitlines()]))
+        if name != "no-exchange":
+            record["quality"] = evaluate(run_dir, stock=name == STOCK)
+        return record
+
+
+def training_command(
+    name: str, ranks: int, data: Path, out: Path, steps: int, seed: int, extra: Tuple[str, ...]
+) -> List[str]:
+    """The ns-train command line of one configuration."""
+    common = ["--data", str(data), "--output-dir", str(out), "--max-num-iterations", str(steps),
+              "--machine.seed", str(42 + seed), "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
+              "--steps-per-eval-image", "1000000", "--steps-per-eval-all-images", "1000000", "--steps-per-eval-batch", "0",
+              "--logging.steps-per-log", "1", "--logging.local-writer.enable", "False", *extra]
+    if name == STOCK:
+        return [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "splatfacto", *common,
+                "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
+    launcher = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", str(ranks),
+                "--master-port", str(29500 + os.getpid() % 1000)]
+    ns_train = str(Path(sys.executable).parent / "ns-train")
+    return [*launcher, ns_train, "odin-splatfacto", *common, "--pipeline.odin.mode", name]
+
+
+def iteration_times(run_dir: Path) -> List[float]:
+    """nerfstudio's per-iteration train time (seconds) from the run's tensorboard log."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return [event.value for event in events.Scalars(ITERATION_TIME_TAG)]
+
+
+def unit_summary(units: List[Dict]) -> Dict:
+    """Totals over Odin's unit records (rank 0), second half of the run (steady state)."""
+    steady = units[len(units) // 2 :]
+    windows = [unit["window"] for unit in steady if unit.get("window")]
+    admitted = sum(1 for window in windows if window["decisions"]["RAW"] == "admitted")
+    published_first = sum(window["buckets_published_first"] for window in windows)
+    buckets = sum(window["buckets"] for window in windows)
+    return {
+        "compute_s": sum(unit["compute_s"] for unit in steady) / len(steady),
+        "exposed_wait_s": sum(unit["exposed_wait_s"] for unit in steady) / len(steady),
+        "comm_s": sum(unit["comm_s"] for unit in steady) / len(steady),
+        "publish_s": sum(unit["publish_s"] for unit in steady) / len(steady),
+        "bytes_exchanged": sum(unit["bytes_exchanged"] for unit in steady) / len(steady),
+        "windows": len(windows),
+        "windows_fully_admitted": admitted,
+        "buckets_overlapped_fraction": 1 - published_first / buckets if buckets else None,
+        "reruns": sum(unit["reruns"] for unit in steady),
+        "timeline": [{k: unit[k] for k in ("unit_id", "compute_s", "exposed_wait_s", "comm_s", "publish_s")}
+                     for unit in units[-20:]],
+    }
+
+
+def evaluate(run_dir: Path, stock: bool) -> Dict[str, float]:
+    """ns-eval of a run: PSNR, SSIM (and LPIPS where its weights are available)."""
+    output = run_dir / "eval.json"
+    ns_eval = [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "eval"] if stock else [
+        str(Path(sys.executable).parent / "ns-eval")]
+    subprocess.run([*ns_eval, "--load-config", str(run_dir / "config.yml"), "--output-path", str(output)],
+                   check=True, capture_output=True)
+    results = json.loads(output.read_text())["results"]
+    return {key: results[key] for key in ("psnr", "ssim", "lpips") if key in results and results[key] == results[key]}
+
+
+def summarize(runs: List[Dict]) -> List[Dict]:
+    """Per configuration: median/min/max views/s, ratios to sync and to no-exchange, wait hidden, quality."""
+    by_config: Dict[Tuple[str, int], List[Dict]] = {}
+    for run in runs:
+        by_config.setdefault((run["name"], run["ranks"]), []).append(run)
+
+    def median_of(name: str, ranks: int, key: str) -> Optional[float]:
+        group = by_config.get((name, ranks))
+        return statistics.median(run[key] for run in group) if group else None
+
+    rows = []
+    for (name, ranks), group in by_config.items():
+        views = [run["views_per_s"] for run in group]
+        row = {"config": name, "ranks": ranks, "views_per_s_median": statistics.median(views),
+               "views_per_s_min": min(views), "views_per_s_max": max(views), "runs": len(group)}
+        sync_views = median_of("sync", ranks, "views_per_s")
+        floor_views = median_of("no-exchange", ranks, "views_per_s")
+        single = median_of(STOCK, 1, "views_per_s")
+        if sync_views:
+            row["ratio_to_sync"] = row["views_per_s_median"] / sync_views
+        if floor_views:
+            row["step_time_vs_no_exchange"] = floor_views / row["views_per_s_median"]
+        if single:
+            row["scaling_efficiency"] = row["views_per_s_median"] / (ranks * single)
+        sync_wait = median_of("sync", ranks, "exposed_wait_s") if (name, ranks) != ("sync", ranks) else None
+        if "exposed_wait_s" in group[0]:
+            row["exposed_wait_ms"] = 1e3 * statistics.median(run["exposed_wait_s"] for run in group)
+            if sync_wait:
+                row["wait_hidden"] = 1 - statistics.median(run["exposed_wait_s"] for run in group) / sync_wait
+            row["buckets_overlapped_fraction"] = group[0].get("buckets_overlapped_fraction")
+        qualities = [run["quality"] for run in group if "quality" in run]
+        if qualities:
+            row["psnr"] = statistics.median(q["psnr"] for q in qualities)
+            row["ssim"] = statistics.median(q["ssim"] for q in qualities)
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: List[Dict]) -> str:
+    """Markdown table of the summary."""
+    columns = ["config", "ranks", "views_per_s_median", "views_per_s_min", "views_per_s_max", "ratio_to_sync",
+               "step_time_vs_no_exchange", "scaling_efficiency", "exposed_wait_ms", "wait_hidden",
+               "buckets_overlapped_fraction", "psnr", "ssim"]
+
+    def cell(value) -> str:
+        return f"{value:.3f}" if isinstance(value, float) else ("" if value is None else str(value))
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(column)) for column in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def environment() -> Dict[str, str]:
+    """Versions and hardware, recorded with every result."""
+    import gsplat
+    import nerfstudio
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "torch": torch.__version__, "gsplat": gsplat.__version__,
+            "nerfstudio": getattr(nerfstudio, "__version__", "1.1.5"), "gpu": gpu,
+            "gpu_count": str(torch.cuda.device_count())}

@@ -1,0 +1,56 @@
+"""Figures of a bench run: throughput bars (min/median/max), a step timeline (compute vs exposed wait), quality."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def plot_results(results: Dict, out: Path) -> List[Path]:
+    """Write throughput.png, timeline.png and quality.png under ``out``; returns their paths."""
+    rows = results["summary"]
+    labels = [f"{row['config']}\nx{row['ranks']}" for row in rows]
+    paths = [out / "throughput.png", out / "timeline.png", out / "quality.png"]
+
+    figure, axis = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
+    medians = [row["views_per_s_median"] for row in rows]
+    errors = [[m - row["views_per_s_min"] for m, row in zip(medians, rows)],
+              [row["views_per_s_max"] - m for m, row in zip(medians, rows)]]
+    axis.bar(labels, medians, yerr=errors, capsize=4, color="tab:blue")
+    axis.set_ylabel("views / s (median, min-max)")
+    axis.set_title(f"Throughput, {results['steps']} steps on {Path(results['data']).name}")
+    figure.tight_layout()
+    figure.savefig(paths[0], dpi=120)
+    plt.close(figure)
+
+    timelines = [(run["name"], run["ranks"], run["timeline"]) for run in results["runs"] if "timeline" in run]
+    figure, axis = plt.subplots(figsize=(9, 0.6 * max(len(timelines), 1) + 1.5))
+    for lane, (name, ranks, units) in enumerate(timelines):
+        start = 0.0
+        for unit in units:
+            axis.barh(lane, unit["compute_s"] * 1e3, left=start, color="tab:green", height=0.6)
+            start += unit["compute_s"] * 1e3
+            axis.barh(lane, unit["exposed_wait_s"] * 1e3, left=start, color="tab:red", height=0.6)
+            start += unit["exposed_wait_s"] * 1e3 + unit["publish_s"] * 1e3
+    axis.set_yticks(range(len(timelines)), [f"{name} x{ranks}" for name, ranks, _ in timelines])
+    axis.set_xlabel("ms (last 20 units, rank 0): green compute, red exposed wait")
+    axis.set_title("Step timeline")
+    figure.tight_layout()
+    figure.savefig(paths[1], dpi=120)
+    plt.close(figure)
+
+    quality_rows = [row for row in rows if "psnr" in row]
+    figure, axis = plt.subplots(figsize=(1.6 * max(len(quality_rows), 1) + 2, 4))
+    axis.bar([f"{row['config']}\nx{row['ranks']}" for row in quality_rows], [row["psnr"] for row in quality_rows],
+             color="tab:purple")
+    axis.set_ylabel("held-out PSNR (dB, median over seeds)")
+    axis.set_title("Quality")
+    figure.tight_layout()
+    figure.savefig(paths[2], dpi=120)
+    plt.close(figure)
+    return paths
