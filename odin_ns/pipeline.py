@@ -9,6 +9,7 @@ rebind).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
@@ -17,6 +18,7 @@ import torch.distributed as dist
 from nerfstudio.configs.base_config import PrintableConfig
 from nerfstudio.engine.optimizers import Optimizers
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
+from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.runtime.executor import DrainingBarrier, OdinRuntime, RuntimeConfig
 
@@ -79,6 +81,7 @@ class OdinPipeline(VanillaPipeline):
         self.world_size = world_size
         self.runtime: Optional[OdinRuntime] = None
         self._optimizers: Optional[Optimizers] = None
+        self._records_read = 0
 
     # ------------------------------------------------------------------------------------------------- training
 
@@ -123,11 +126,12 @@ class OdinPipeline(VanillaPipeline):
                     device_id=self.device if on_cuda else None,
                 )
             self._optimizers = optimizers
+            config = self.config.odin.runtime_config()
+            if dist.get_world_size() == 1 and config.mode != "sync":
+                CONSOLE.log(f"one rank: nothing to overlap, {self.config.odin.mode} runs as sync")
+                config = dataclasses.replace(config, mode="sync")
             self.runtime = OdinRuntime(
-                self.model.gauss_params,
-                self._gaussian_optimizers(),
-                self.config.odin.runtime_config(),
-                group=self._exchange_group(),
+                self.model.gauss_params, self._gaussian_optimizers(), config, group=self._exchange_group()
             )
             self.model.strategy.barrier = DrainingBarrier(self.runtime)
         return self.runtime
@@ -155,6 +159,14 @@ class OdinPipeline(VanillaPipeline):
                         param.grad /= self.world_size
             optimizers.optimizer_step(group)
 
-    def unit_records(self) -> List[Dict[str, Any]]:
-        """Per-unit runtime statistics recorded so far (cleared by the caller's logging)."""
-        return [] if self.runtime is None else self.runtime.stats.as_dicts()
+    def new_unit_records(self) -> List[Dict[str, Any]]:
+        """Runtime records of the units published since the last call, as JSON-able dicts.
+
+        Converting a record reads its device counters and CUDA event timings, which waits for the GPU: callers batch
+        it at logging steps rather than after every unit.
+        """
+        if self.runtime is None:
+            return []
+        records = self.runtime.stats.records[self._records_read :]
+        self._records_read += len(records)
+        return [record.as_dict() for record in records]

@@ -74,7 +74,6 @@ class OdinTrainer(Trainer):
             torch.cuda.set_device(local_rank)
         self._apply_batch_scaling(config, views_per_step=world_size)
         super().__init__(config, local_rank, world_size)
-        self._units_logged = 0
 
     def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
         super().setup(test_mode)
@@ -126,15 +125,16 @@ class OdinTrainer(Trainer):
         self._log_units(step)
         return loss, loss_dict, metrics_dict
 
-    def _log_units(self, step: int) -> None:
-        """Append the runtime's new unit records to odin_units.jsonl and nerfstudio's writers (main process)."""
-        records = self.pipeline.unit_records()
+    def _log_units(self, step: int, force: bool = False) -> None:
+        """At logging steps, append the newly published units' records to odin_units.jsonl and nerfstudio's writers
+        (main process); batched because reading a record's GPU timings waits for the GPU."""
+        if not force and step % self.config.logging.steps_per_log != 0:
+            return
+        records = self.pipeline.new_unit_records()
         if not comms.is_main_process() or not records:
             return
         with open(self.base_dir / UNIT_LOG, "a") as log:
-            for record in records[self._units_logged :]:
-                log.write(json.dumps(record) + "\n")
-        self._units_logged = len(records)
+            log.writelines(json.dumps(record) + "\n" for record in records)
         for key, value in records[-1].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 writer.put_scalar(name=f"Odin/{key}", scalar=value, step=step)
@@ -142,6 +142,7 @@ class OdinTrainer(Trainer):
     def save_checkpoint(self, step: int) -> None:
         """Drain in-flight units on every rank, then (main process) write a weights_only-loadable checkpoint."""
         self.pipeline.drain()
+        self._log_units(step, force=True)
         if not comms.is_main_process():
             return
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,9 +64,9 @@ class BenchCommand:
         plan = [(seed, name, ranks) for seed in range(self.seeds) for name, ranks in configurations]
         for seed, name, ranks in tqdm(plan, desc="bench runs", unit="run"):
             runs.append(self._run(name, ranks, seed))
-        results = {"data": str(self.data), "steps": self.steps, "gpus": self.gpus, "runs": runs,
-                   "summary": summarize(runs), "environment": environment()}
-        (self.out / "results.json").write_text(json.dumps(results, indent=2))
+            results = {"data": str(self.data), "steps": self.steps, "gpus": self.gpus, "runs": runs,
+                       "summary": summarize(runs), "environment": environment()}
+            (self.out / "results.json").write_text(json.dumps(results, indent=2))  # after every run: partial results survive
         from odin_ns.benchmarks.plots import plot_results
 
         plot_results(results, self.out)
@@ -108,10 +109,17 @@ def training_command(
     if name == STOCK:
         return [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "splatfacto", *common,
                 "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
-    launcher = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node", str(ranks),
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                 "--master-port", str(29500 + os.getpid() % 1000)]
-    ns_train = str(Path(sys.executable).parent / "ns-train")
-    return [*launcher, ns_train, "odin-splatfacto", *common, "--pipeline.odin.mode", name]
+    return [*launcher, installed_script("ns-train"), "odin-splatfacto", *common, "--pipeline.odin.mode", name]
+
+
+def installed_script(name: str) -> str:
+    """Path of a console script of the environment (nerfstudio's ns-train, ns-eval)."""
+    path = shutil.which(name) or str(Path(sys.executable).parent / name)
+    if not Path(path).exists():
+        raise SystemExit(f"error: {name} not found on PATH: install nerfstudio in this environment")
+    return path
 
 
 def iteration_times(run_dir: Path) -> List[float]:
@@ -149,9 +157,11 @@ def evaluate(run_dir: Path, stock: bool) -> Dict[str, float]:
     """ns-eval of a run: PSNR, SSIM (and LPIPS where its weights are available)."""
     output = run_dir / "eval.json"
     ns_eval = [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "eval"] if stock else [
-        str(Path(sys.executable).parent / "ns-eval")]
-    subprocess.run([*ns_eval, "--load-config", str(run_dir / "config.yml"), "--output-path", str(output)],
-                   check=True, capture_output=True)
+        installed_script("ns-eval")]
+    done = subprocess.run([*ns_eval, "--load-config", str(run_dir / "config.yml"), "--output-path", str(output)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"status {done.returncode}"}
     results = json.loads(output.read_text())["results"]
     return {key: results[key] for key in ("psnr", "ssim", "lpips") if key in results and results[key] == results[key]}
 
@@ -186,7 +196,7 @@ def summarize(runs: List[Dict]) -> List[Dict]:
             if sync_wait:
                 row["wait_hidden"] = 1 - statistics.median(run["exposed_wait_s"] for run in group) / sync_wait
             row["buckets_overlapped_fraction"] = group[0].get("buckets_overlapped_fraction")
-        qualities = [run["quality"] for run in group if "quality" in run]
+        qualities = [run["quality"] for run in group if "psnr" in run.get("quality", {})]
         if qualities:
             row["psnr"] = statistics.median(q["psnr"] for q in qualities)
             row["ssim"] = statistics.median(q["ssim"] for q in qualities)

@@ -1,7 +1,8 @@
 """Run stock nerfstudio (``ns-train`` or ``ns-eval``) on a machine without torchvision's AlexNet weights.
 
 Stock splatfacto builds LPIPS while constructing the model, which downloads AlexNet and crashes offline (every machine
-here). For benchmarking, LPIPS is replaced by a stand-in that reports NaN; nothing else of stock nerfstudio changes,
+here), and ns-eval cannot load its checkpoints under torch >= 2.6. For benchmarking, LPIPS is replaced by a
+stand-in that reports NaN and numpy scalars are allow-listed for loading; nothing else of stock nerfstudio changes,
 so its training speed and PSNR/SSIM are the stock ones. Usage: ``python -m odin_ns.benchmarks.stock_splatfacto
 {splatfacto ARGS | eval ARGS}``.
 """
@@ -24,9 +25,12 @@ class UnavailableLPIPS(torch.nn.Module):
 
 
 def main() -> None:
+    import numpy as np
     import torchmetrics.image.lpip
 
     torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity = UnavailableLPIPS
+    # stock checkpoints hold numpy.float64 learning rates, which torch >= 2.6's weights_only loading refuses
+    torch.serialization.add_safe_globals([np.core.multiarray.scalar, np.dtype, type(np.dtype(np.float64))])
     if sys.argv[1] == "eval":
         from nerfstudio.scripts.eval import entrypoint
 

@@ -57,6 +57,11 @@ class RowBuckets:
         whole_words = min(rows_by_bytes, rows_by_count) // BITS_PER_WORD * BITS_PER_WORD
         return cls(num_rows=num_rows, rows_per_bucket=max(BITS_PER_WORD, whole_words))
 
+    @classmethod
+    def single(cls, num_rows: int) -> RowBuckets:
+        """All rows in one range (a single rank has nothing to pipeline)."""
+        return cls(num_rows=num_rows, rows_per_bucket=max(BITS_PER_WORD, -(-num_rows // BITS_PER_WORD) * BITS_PER_WORD))
+
     @cached_property
     def ranges(self) -> list[RowRange]:
         return [
@@ -139,6 +144,19 @@ class Collective:
             wait_for(self._work, self.what, self._timeout)
             self.finished = self._clock.now()
             self._work, self._inputs = None, ()
+        return self.output
+
+
+class LocalResult:
+    """The outcome of a collective over a single rank: the input itself, available at once (no launch, no copy)."""
+
+    payload_bytes = 0
+
+    def __init__(self, output: torch.Tensor, clock: Clock):
+        self.output = output
+        self.started = self.finished = clock.now()
+
+    def wait(self) -> torch.Tensor:
         return self.output
 
 

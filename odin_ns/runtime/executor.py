@@ -26,6 +26,7 @@ import torch.distributed as dist
 
 from odin_ns.comm.exchange import (
     Collective,
+    LocalResult,
     RowBuckets,
     all_gather_async,
     all_reduce_statistics,
@@ -186,7 +187,12 @@ class OdinRuntime:
                 )
         self._params = dict(params)
         self._optimizers = dict(optimizers)
-        self._buckets = RowBuckets.for_tensors(list(self._params.values()), self.config.bucket_bytes, self.config.min_buckets)
+        if self._world_size == 1:  # nothing to exchange or overlap: one range, published at once
+            self._buckets = RowBuckets.single(first.shape[0])
+        else:
+            self._buckets = RowBuckets.for_tensors(
+                list(self._params.values()), self.config.bucket_bytes, self.config.min_buckets
+            )
         self.structure_version += 1
 
     @property
@@ -318,6 +324,9 @@ class OdinRuntime:
     def _launch_buckets(self, in_flight: _InFlightUnit, scoped_indices: list[torch.Tensor] | None) -> None:
         """One all-reduce per bucket: all its rows (dense) or only its update-scope rows (scoped; empty: none)."""
         staged = in_flight.staged
+        if self._world_size == 1:  # publication reads the staged gradients directly: they are the average
+            staged.record.exchange = "local"
+            return
         staged.record.exchange = "dense" if scoped_indices is None else "scoped"
         grads = list(staged.grads.values())
         for bucket, row_range in enumerate(self._buckets.ranges):
@@ -335,7 +344,9 @@ class OdinRuntime:
             staged.record.bytes_exchanged += collective.payload_bytes
             in_flight.buckets[bucket] = (collective, indices)
 
-    def _all_gather(self, local: torch.Tensor, what: str) -> Collective:
+    def _all_gather(self, local: torch.Tensor, what: str) -> Collective | LocalResult:
+        if self._world_size == 1:
+            return LocalResult(local[None], self._clock)
         return all_gather_async(local, what, self._timeout, self._clock, self._comm_stream, self._group)
 
     def _wait(self, collective: Collective, record: UnitRecord) -> torch.Tensor:
