@@ -69,6 +69,10 @@ class RowSteppingOptimizer(Protocol):
     ) -> None: ...
 
 
+class ReplicaDivergenceError(RuntimeError):
+    """Ranks that must hold identical Gaussians (after a barrier) do not."""
+
+
 class StaleUnitError(RuntimeError):
     """A unit staged against an older structure of the Gaussians (before densify/prune) was about to be published."""
 
@@ -239,6 +243,24 @@ class OdinRuntime:
             staged, self._pending = self._pending, None
             self._publish_all(self._launch(staged, read_scope=None))
         barrier("drain barrier", self._timeout, self._group)
+
+    def verify_replicas(self) -> None:
+        """Raise ReplicaDivergenceError unless every rank holds the same parameters (checked at barriers).
+
+        Compares, per tensor, a float64 sum and a position-weighted sum (which also catches permuted rows) through
+        one max and one min reduction over ranks.
+        """
+        checksums = []
+        for param in self._params.values():
+            values = param.detach().reshape(-1).double()
+            positions = torch.arange(1, values.numel() + 1, device=values.device, dtype=torch.float64)
+            checksums += [values.sum(), (values * positions).sum()]
+        local = torch.stack(checksums)
+        reduced = self.reduce_statistics({"max": local, "negated_min": -local}, {"max": "max", "negated_min": "max"})
+        highest, lowest = reduced["max"].view(-1, 2), -reduced["negated_min"].view(-1, 2)
+        diverged = [name for name, high, low in zip(self._params, highest, lowest) if not torch.equal(high, low)]
+        if diverged:
+            raise ReplicaDivergenceError(f"rank {dist.get_rank()}: parameters {diverged} differ between ranks after a barrier")
 
     def reduce_statistics(
         self, statistics: Mapping[str, torch.Tensor], ops: Mapping[str, str]
@@ -472,4 +494,6 @@ class DrainingBarrier:
         state.update(self._runtime.reduce_statistics(present, self._statistic_ops))
 
     def after_change(self, params: Mapping[str, torch.Tensor]) -> None:
+        """Rebind to the new tensors and check that every rank made the same change."""
         self._runtime.rebind(params)
+        self._runtime.verify_replicas()
