@@ -17,11 +17,13 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Any, Literal, Type
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from nerfstudio.engine.trainer import TRAIN_INTERATION_OUTPUT, Trainer, TrainerConfig
 from nerfstudio.utils import comms, writer
 from nerfstudio.utils.rich_utils import CONSOLE
@@ -70,10 +72,24 @@ class OdinTrainer(Trainer):
             backend = "nccl" if config.machine.device_type == "cuda" else "gloo"
             context = init_from_env(timeout_s=config.pipeline.odin.timeout_s, backend=backend)
             local_rank, world_size = context.local_rank, context.world_size
+            self._share_run_directory(config)
         elif torch.cuda.is_available() and config.machine.device_type == "cuda":
             torch.cuda.set_device(local_rank)
         self._apply_batch_scaling(config, views_per_step=world_size)
         super().__init__(config, local_rank, world_size)
+
+    @staticmethod
+    def _share_run_directory(config: OdinTrainerConfig) -> None:
+        """Under torchrun every rank parsed the command line and saved config.yml under its own timestamp: all ranks
+        take rank 0's run directory, and a rank's stray one (holding only that config.yml) is removed."""
+        own_directory = config.get_base_dir()
+        shared = [config.timestamp]
+        dist.broadcast_object_list(shared, src=0)
+        if shared[0] == config.timestamp:
+            return
+        config.timestamp = shared[0]
+        if own_directory.is_dir() and all(path.name == "config.yml" for path in own_directory.iterdir()):
+            shutil.rmtree(own_directory)
 
     def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
         super().setup(test_mode)

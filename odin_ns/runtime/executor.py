@@ -9,15 +9,18 @@ Adam publication bring every replica to the same state.
   computes while it is in flight, after the buckets holding rows it reads were published (no stale reads). After
   its backward the rest of unit t is published and unit t+1 is validated (re-run if unit t's update changed what it
   sees). The parameters equal ``sync``'s.
+* ``throughput-first``: as quality-first, but unit t+1 may also run on rows of unit t's update that are not yet
+  published (delayed reads) when ``odin_ns.sync.gate`` bounds the skipped update as small and the delayed rows are
+  at most ``tau`` of its reads. Delayed rows are published right after unit t+1 ran and are not re-run for.
 
-docs/design.md explains the model, the hazards and the timeline.
+docs/design.md explains the model, the hazards and the timeline; docs/throughput_first.md the delayed reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -35,21 +38,34 @@ from odin_ns.comm.exchange import (
     unpack_rows,
 )
 from odin_ns.comm.process_group import barrier
-from odin_ns.kernels import bitmap_count, bitmap_indices, bitmap_or
+from odin_ns.kernels import bitmap_and, bitmap_andnot, bitmap_count, bitmap_indices, bitmap_or, bitmap_to_mask
 from odin_ns.runtime.shadow import shadow_views, staged_gradients
 from odin_ns.runtime.stats import Clock, RuntimeStats, UnitRecord, latest
+from odin_ns.sync.gate import (
+    AdamRows,
+    DelayLimits,
+    ReaderSensitivity,
+    ThroughputFirstPolicy,
+    bucket_maxima,
+    gathered_maxima,
+    local_maxima,
+    row_bounds,
+)
 from odin_ns.sync.hazards import (
     AdmissionPolicy,
+    DelayBound,
     HazardKind,
     QualityFirstPolicy,
+    WindowDelay,
     WindowHazards,
     check_private_staging,
+    delay_summary,
     raw_exposure,
     stale_reads,
 )
-from odin_ns.sync.scopes import scope_of, union_over_ranks
+from odin_ns.sync.scopes import restrict_to_ranges, scope_of, union_over_ranks
 
-MODES = ("sync", "quality-first")
+MODES = ("sync", "quality-first", "throughput-first")
 EXCHANGES = ("dense", "scoped", "auto")
 
 Views = dict[str, torch.Tensor]
@@ -57,12 +73,16 @@ ComputeFn = Callable[[Views], tuple[torch.Tensor, torch.Tensor]]
 """Forward and backward of one unit on the given views; returns (loss, bool[N] rows its views saw)."""
 VisibleFn = Callable[[Views], torch.Tensor]
 """Cheap projection-only pass: bool[N] rows the unit's views would see under the given parameters."""
+SensitivityFn = Callable[[Views], ReaderSensitivity]
+"""How far on screen the unit's views see each row move per unit of displacement (throughput-first's bound)."""
 
 
 class RowSteppingOptimizer(Protocol):
     """What publication needs of an optimizer (``odin_ns.optim.SelectiveAdam`` is one)."""
 
     param_groups: list[dict[str, Any]]
+    state: Mapping[torch.Tensor, dict[str, Any]]
+    """Adam's per-tensor ``step``/``exp_avg``/``exp_avg_sq`` (read by throughput-first's bound)."""
 
     def step_rows(
         self, rows: torch.Tensor | None, row_range: tuple[int, int] | None = None, advance_step: bool = True
@@ -80,7 +100,7 @@ class StaleUnitError(RuntimeError):
 @dataclass(frozen=True)
 class RuntimeConfig:
     mode: str = "quality-first"
-    """"sync" or "quality-first"."""
+    """"sync", "quality-first" or "throughput-first"."""
     exchange: str = "dense"
     """'dense' all-reduces every row, 'scoped' only the update scope's rows, 'auto' picks by ``scoped_below``."""
     bucket_bytes: int = 25 * 2**20
@@ -92,6 +112,8 @@ class RuntimeConfig:
     """With ``exchange="auto"``, the largest |update scope| / N for which the scoped exchange is used."""
     timeout_s: float = 600.0
     """Bound on every wait for a collective; a dead or hung peer raises PeerFailureError after it."""
+    delay: DelayLimits = DelayLimits()
+    """throughput-first: what a delayed read may skip."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -126,7 +148,11 @@ class _InFlightUnit:
     scopes: Collective
     buckets: dict[int, tuple[Collective, torch.Tensor | None]] = field(default_factory=dict)
     update_scope: torch.Tensor | None = None
+    read_scope: torch.Tensor | None = None
+    """Unit t+1's read scope over all ranks (None when no unit waits on this one)."""
     hazards: WindowHazards | None = None
+    delayed_scope: torch.Tensor | None = None
+    """Rows unit t+1 was admitted to read stale (throughput-first): published after it ran, never re-run for."""
     published: set[int] = field(default_factory=set)
 
     def buffers(self) -> list[torch.Tensor]:
@@ -151,7 +177,8 @@ class OdinRuntime:
         policy: AdmissionPolicy | None = None,
     ):
         self.config = config
-        self.policy = policy or QualityFirstPolicy()
+        default_policy = ThroughputFirstPolicy(config.delay) if config.mode == "throughput-first" else QualityFirstPolicy()
+        self.policy = policy or default_policy
         self.stats = RuntimeStats()
         self.structure_version = -1
         self._group = group
@@ -189,6 +216,11 @@ class OdinRuntime:
                 raise ValueError(
                     f"the optimizer for '{name}' does not hold the bound tensor: rebind it after replacing it"
                 )
+            if self.policy.needs_delay_bounds and "betas" not in self._group_of(optimizers[name], param):
+                raise ValueError(f"delayed reads bound Adam steps, but the optimizer for '{name}' has no betas")
+        missing = {self.config.delay.position, self.config.delay.opacity_logit} - params.keys()
+        if self.policy.needs_delay_bounds and missing:
+            raise ValueError(f"delayed reads need the position and opacity tensors, missing {sorted(missing)}")
         self._params = dict(params)
         self._optimizers = dict(optimizers)
         if self._world_size == 1:  # nothing to exchange or overlap: one range, published at once
@@ -203,24 +235,37 @@ class OdinRuntime:
     def num_rows(self) -> int:
         return self._buckets.num_rows
 
-    def run_unit(self, unit_id: int, compute_fn: ComputeFn, visible_fn: VisibleFn | None = None) -> torch.Tensor:
-        """Run one unit; return its loss. In quality-first mode the unit stays staged until the next ``run_unit`` or
-        ``drain``, and ``visible_fn`` (its read scope) is required."""
+    def run_unit(
+        self,
+        unit_id: int,
+        compute_fn: ComputeFn,
+        visible_fn: VisibleFn | None = None,
+        sensitivity_fn: SensitivityFn | None = None,
+    ) -> torch.Tensor:
+        """Run one unit; return its loss. In the overlapped modes the unit stays staged until the next ``run_unit``
+        or ``drain``, and ``visible_fn`` (its read scope) is required; throughput-first also needs
+        ``sensitivity_fn``, which turns the bound on a delayed read into the unit's pixels."""
         if self.config.mode == "sync":
             record = self._new_record(unit_id)
             loss, visible, staging = self._compute(compute_fn, shadow_views(self._params), record, "compute_s", ())
             self._publish_all(self._launch(self._stage(unit_id, staging, visible, record), read_scope=None))
             return loss
         if visible_fn is None:
-            raise ValueError("quality-first mode needs visible_fn: the next unit's read scope decides the overlap")
+            raise ValueError(f"{self.config.mode} mode needs visible_fn: the next unit's read scope decides the overlap")
+        if self.policy.needs_delay_bounds and sensitivity_fn is None:
+            raise ValueError(f"{self.policy.name} admission needs sensitivity_fn: delayed reads are bounded in pixels")
         previous, self._pending = self._pending, None
         views = shadow_views(self._params)
         record = self._new_record(unit_id)
         in_flight = None
         if previous is not None:
+            self._check_version(previous)
             with torch.no_grad():
-                read_scope = self._scope(visible_fn(views))
-            in_flight = self._launch(previous, read_scope)
+                read = visible_fn(views)
+                maxima = None
+                if self.policy.needs_delay_bounds:
+                    maxima = local_maxima(list(previous.grads.values()), sensitivity_fn(views), read)
+            in_flight = self._launch(previous, self._scope(read), maxima)
             record.window = self._admit(in_flight)
         loss, visible, staging = self._compute(
             compute_fn, views, record, "compute_s", in_flight.buffers() if in_flight else ()
@@ -329,14 +374,19 @@ class OdinRuntime:
             f"Gaussians are at version {self.structure_version}: drain() before changing their structure"
         )
 
-    def _launch(self, staged: _StagedUnit, read_scope: torch.Tensor | None) -> _InFlightUnit:
+    def _launch(
+        self, staged: _StagedUnit, read_scope: torch.Tensor | None, maxima: torch.Tensor | None = None
+    ) -> _InFlightUnit:
         """Launch the exchange of ``staged``: its visible rows and the next unit's read scope (gathered together, so
-        the RAW decision needs no collective of its own), then, for a dense exchange, every bucket at once."""
+        the RAW decision needs no collective of its own) with, for delayed reads, this rank's ``local_maxima`` (as
+        raw float32 bits), then, for a dense exchange, every bucket at once."""
         self._check_version(staged)
         record = staged.record
         scopes = torch.stack(
             [staged.visible, read_scope if read_scope is not None else torch.zeros_like(staged.visible)]
         )
+        if maxima is not None:
+            scopes = torch.cat([scopes, maxima.view(torch.int32)])
         in_flight = _InFlightUnit(staged, self._all_gather(scopes, f"scope exchange of unit {staged.unit_id}"))
         record.bytes_exchanged += in_flight.scopes.payload_bytes
         if self.config.exchange == "dense":
@@ -384,14 +434,18 @@ class OdinRuntime:
         record = in_flight.staged.record
         gathered = self._wait(in_flight.scopes, record)
         in_flight.update_scope = union_over_ranks(gathered[:, 0])
-        needs_host_counts = self.config.mode == "quality-first" or self.config.exchange != "dense"
+        needs_host_counts = self.config.mode != "sync" or self.config.exchange != "dense"
         if not needs_host_counts:
             record.update_rows = bitmap_count(in_flight.update_scope)
             return
-        read_scope = union_over_ranks(gathered[:, 1])
+        in_flight.read_scope = union_over_ranks(gathered[:, 1])
         in_flight.hazards = WindowHazards.from_device(
-            raw_exposure(in_flight.update_scope, read_scope, self._buckets.ranges)
+            raw_exposure(in_flight.update_scope, in_flight.read_scope, self._buckets.ranges)
         )
+        if in_flight.hazards.raw and gathered.shape[1] > 2:
+            in_flight.hazards = replace(
+                in_flight.hazards, delay=self._window_delay(in_flight, gathered[:, 2:].view(torch.float32))
+            )
         update_rows = sum(in_flight.hazards.update_rows)
         record.update_rows = update_rows
         if self.config.exchange == "dense":
@@ -406,19 +460,59 @@ class OdinRuntime:
         """Admission gate of the window (unit t in flight, unit t+1 about to run): publish the buckets the policy
         names (those holding rows unit t+1 reads, for quality-first) before t+1 runs."""
         self._resolve_scopes(in_flight)
-        first = self.policy.buckets_to_publish_first(in_flight.hazards)
+        hazards = in_flight.hazards
+        first = self.policy.buckets_to_publish_first(hazards)
         for bucket in first:
             self._publish_bucket(in_flight, bucket)
-        return {
+        window = {
             "decisions": {
                 HazardKind.RAW.value: "rejected" if first else "admitted",
                 HazardKind.WAW.value: "admitted",
                 HazardKind.WAR.value: "admitted",
             },
-            "conflict_rows": sum(in_flight.hazards.conflict_rows),
+            "conflict_rows": sum(hazards.conflict_rows),
             "buckets_published_first": len(first),
             "buckets": len(self._buckets.ranges),
         }
+        if self.policy.needs_delay_bounds:
+            delayed = [bucket for bucket, rows in enumerate(hazards.conflict_rows) if rows and bucket not in first]
+            if delayed:
+                conflicts = bitmap_and(in_flight.update_scope, in_flight.read_scope)
+                in_flight.delayed_scope = restrict_to_ranges(conflicts, [self._buckets.ranges[b] for b in delayed])
+            window.update(delay_summary(hazards, delayed))
+        return window
+
+    def _window_delay(self, in_flight: _InFlightUnit, maxima: torch.Tensor) -> WindowDelay:
+        """Bound, per bucket, the update unit t+1 would skip by reading its conflicting rows stale, from the
+        gathered ``local_maxima`` and the replicated Adam state (``odin_ns.sync.gate``); one host read."""
+        grad_bounds, sensitivity = gathered_maxima(maxima, list(self._params), self.num_rows)
+        bounds = row_bounds(self._adam_rows(in_flight.staged), grad_bounds, sensitivity, self.config.delay)
+        candidates = bitmap_to_mask(bitmap_and(in_flight.update_scope, in_flight.read_scope), self.num_rows)
+        per_bucket = bucket_maxima(bounds, candidates, self._buckets.rows_per_bucket)
+        read_rows = bitmap_count(in_flight.read_scope).double()
+        read_rows, *flat = torch.cat([read_rows[None], per_bucket.double().T.flatten()]).tolist()
+        bounds_per_bucket = tuple(DelayBound(*flat[i : i + 3]) for i in range(0, len(flat), 3))
+        return WindowDelay(int(read_rows), bounds_per_bucket)
+
+    def _adam_rows(self, staged: _StagedUnit) -> dict[str, AdamRows]:
+        """Each tensor's Adam state as the publication of ``staged`` will find it (nothing of it published yet),
+        with the learning rate it ran under."""
+        learning_rates = {id(group): lr for group, lr in zip(self._optimizer_groups(), staged.learning_rates)}
+        rows = {}
+        for name, param in self._params.items():
+            optimizer = self._optimizers[name]
+            group = self._group_of(optimizer, param)
+            state = optimizer.state.get(param, {})
+            step = int(state["step"]) + 1 if "step" in state else 1
+            beta1, beta2 = group["betas"]
+            rows[name] = AdamRows(
+                param.detach(), state.get("exp_avg"), state.get("exp_avg_sq"), learning_rates[id(group)], beta1, beta2, step
+            )
+        return rows
+
+    @staticmethod
+    def _group_of(optimizer: RowSteppingOptimizer, param: torch.Tensor) -> dict[str, Any]:
+        return next(group for group in optimizer.param_groups if any(p is param for p in group["params"]))
 
     def _unpublished_with_updates(self, in_flight: _InFlightUnit) -> list[int]:
         return [
@@ -467,9 +561,12 @@ class OdinRuntime:
         self, in_flight: _InFlightUnit, late_buckets: list[int], visible: torch.Tensor, visible_fn: VisibleFn
     ) -> bool:
         """Whether a row published after the unit ran is one it saw, before or after that publication (a Gaussian
-        moved into or out of its views): then its speculative gradients differ from sync's and it must re-run."""
+        moved into or out of its views): then its speculative gradients differ from sync's and it must re-run.
+        Rows admitted as delayed reads were read stale on purpose and do not count."""
         with torch.no_grad():
             seen = bitmap_or(self._scope(visible), self._scope(visible_fn(shadow_views(self._params))))
+        if in_flight.delayed_scope is not None:
+            seen = bitmap_andnot(seen, in_flight.delayed_scope)
         late_ranges = [self._buckets.ranges[bucket] for bucket in late_buckets]
         return bool(stale_reads(in_flight.update_scope, late_ranges, seen).item())
 

@@ -8,15 +8,18 @@
   and cannot collide; ``check_private_staging`` verifies that cheaply (storage pointers) for every unit.
 * Late visibility: a Gaussian unit t moves into unit t+1's view invalidates t+1's speculative run; ``stale_reads``
   detects it after publication.
+* Delayed reads (throughput-first only): unit t+1 may read rows of unit t's update stale when a bound on the skipped
+  update (``DelayBound``, computed by ``odin_ns.sync.gate``) is small; ``WindowDelay`` carries it to the policy.
 """
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -35,6 +38,35 @@ class HazardError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class DelayBound:
+    """Upper bound on the update a delayed read skips, over the delayed rows: the largest screen displacement
+    (pixels, in the reader's cameras) of a Gaussian's centre, the largest opacity change, and the largest change of
+    any other parameter element (in its own units)."""
+
+    pixels: float
+    opacity: float
+    param_step: float
+
+    def max(self, other: DelayBound) -> DelayBound:
+        return DelayBound(
+            max(self.pixels, other.pixels), max(self.opacity, other.opacity), max(self.param_step, other.param_step)
+        )
+
+    def as_dict(self) -> dict[str, float]:
+        return {"pixels": self.pixels, "opacity": self.opacity, "param_step": self.param_step}
+
+
+@dataclass(frozen=True)
+class WindowDelay:
+    """What a delayed-read decision needs beyond the RAW counts, equal on all ranks."""
+
+    read_rows: int
+    """|R|: rows unit t+1 reads on some rank."""
+    bounds: tuple[DelayBound, ...]
+    """Per bucket, the bound on the skipped update of its conflicting rows (zero where it has none)."""
+
+
+@dataclass(frozen=True)
 class WindowHazards:
     """RAW exposure of unit t+1 to unit t's pending update, per row bucket, as host integers equal on all ranks."""
 
@@ -42,6 +74,8 @@ class WindowHazards:
     """Rows of each bucket that unit t updates and unit t+1 reads on some rank."""
     update_rows: tuple[int, ...]
     """Rows of each bucket that unit t updates."""
+    delay: WindowDelay | None = None
+    """Set only for a policy that admits delayed reads (``needs_delay_bounds``) and a window with conflicts."""
 
     @classmethod
     def from_device(cls, exposure: torch.Tensor) -> WindowHazards:
@@ -52,6 +86,25 @@ class WindowHazards:
     @property
     def raw(self) -> bool:
         return any(self.conflict_rows)
+
+
+def delay_summary(hazards: WindowHazards, delayed: Sequence[int]) -> dict[str, Any]:
+    """Record of a delayed-read decision: delayed rows and buckets, their share of the read scope (and the whole
+    conflict's), the bound that admitted them, and the bound of the highest conflicting bucket published first
+    (within the limits there means tau, not the bound, stopped the delays)."""
+    conflict_rows = hazards.conflict_rows
+    delay = hazards.delay or WindowDelay(read_rows=0, bounds=())  # none attached: no conflict, nothing delayed
+    refused = [bucket for bucket, rows in enumerate(conflict_rows) if rows and bucket not in delayed]
+    delayed_rows = sum(conflict_rows[bucket] for bucket in delayed)
+    admitted = [delay.bounds[bucket] for bucket in delayed]
+    return {
+        "delayed_rows": delayed_rows,
+        "delayed_buckets": len(delayed),
+        "delayed_ratio": delayed_rows / delay.read_rows if delay.read_rows else 0.0,
+        "conflict_ratio": sum(conflict_rows) / delay.read_rows if delay.read_rows else 0.0,
+        "delay_bound": functools.reduce(DelayBound.max, admitted).as_dict() if admitted else None,
+        "refused_bound": delay.bounds[refused[-1]].as_dict() if refused else None,
+    }
 
 
 def raw_exposure(
@@ -75,10 +128,14 @@ class AdmissionPolicy(ABC):
     """Admission gate of the overlap window: which of unit t's buckets must be published before unit t+1 runs.
 
     Every rank calls it with the same ``WindowHazards``, so every rank decides the same. A policy that admits
-    delayed (stale) reads, such as a throughput-first one, returns fewer buckets than there are conflicts.
+    delayed (stale) reads, such as ``odin_ns.sync.gate.ThroughputFirstPolicy``, returns fewer buckets than there are
+    conflicts; the conflicting buckets it leaves out are the delayed ones.
     """
 
     name: ClassVar[str]
+    needs_delay_bounds: ClassVar[bool] = False
+    """Whether the runtime must attach a ``WindowDelay`` to windows with conflicts (costs a bound computation and a
+    host read per such window)."""
 
     @abstractmethod
     def buckets_to_publish_first(self, hazards: WindowHazards) -> list[int]:
