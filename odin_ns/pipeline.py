@@ -41,6 +41,9 @@ class OdinConfig(PrintableConfig):
     """Size of one all-reduced bucket of gradient rows."""
     timeout_s: float = 600.0
     """A rank waiting longer than this on a collective (a peer died or hung) exits with an error."""
+    adam: Literal["selective", "dense"] = "selective"
+    """selective: Adam steps only Gaussians some view of the step saw (what makes update scopes well defined);
+    dense: stock splatfacto's Adam over every Gaussian (sync mode only), for comparison."""
     scale_with_batch: bool = True
     """Scale learning rates by sqrt(B), Adam betas to beta**B and count schedules in views, for B views per step
     over all ranks; False keeps splatfacto's per-step values whatever the batch."""
@@ -50,7 +53,8 @@ class OdinConfig(PrintableConfig):
             raise NotImplementedError("throughput-first mode is not implemented yet; use sync or quality-first")
         return RuntimeConfig(
             mode="sync" if self.mode == "no-exchange" else self.mode,
-            exchange=self.exchange, bucket_bytes=int(self.bucket_mb * 2**20), timeout_s=self.timeout_s
+            exchange=self.exchange,
+            adam_rows=self.adam, bucket_bytes=int(self.bucket_mb * 2**20), timeout_s=self.timeout_s
         )
 
 

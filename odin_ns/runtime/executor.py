@@ -110,6 +110,9 @@ class RuntimeConfig:
     waits for, and publishes, part of the previous unit's exchange."""
     scoped_below: float = 0.25
     """With ``exchange="auto"``, the largest |update scope| / N for which the scoped exchange is used."""
+    adam_rows: str = "selective"
+    """"selective" steps the update scope's rows only; "dense" steps every row (stock splatfacto's Adam: hidden rows'
+    moments decay and their parameters keep moving on momentum), for comparison in sync mode."""
     timeout_s: float = 600.0
     """Bound on every wait for a collective; a dead or hung peer raises PeerFailureError after it."""
     delay: DelayLimits = DelayLimits()
@@ -118,6 +121,8 @@ class RuntimeConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.adam_rows not in ("selective", "dense") or (self.adam_rows == "dense" and self.mode != "sync"):
+            raise ValueError(f"adam_rows must be 'selective', or 'dense' in sync mode; got {self.adam_rows!r} in {self.mode}")
         if self.exchange not in EXCHANGES:
             raise ValueError(f"exchange must be one of {EXCHANGES}, got {self.exchange!r}")
         if not 0.0 <= self.scoped_below <= 1.0:
@@ -539,7 +544,8 @@ class OdinRuntime:
             param.grad = in_flight.staged.grads[name]
         with self._learning_rates_of(in_flight.staged):
             for optimizer in {id(opt): opt for opt in self._optimizers.values()}.values():
-                optimizer.step_rows(in_flight.update_scope, row_range=row_range, advance_step=not in_flight.published)
+                rows = in_flight.update_scope if self.config.adam_rows == "selective" else None
+                optimizer.step_rows(rows, row_range=row_range, advance_step=not in_flight.published)
         for param in self._params.values():
             param.grad = None
         in_flight.published.add(bucket)

@@ -230,6 +230,8 @@ class ThroughputFirstPolicy(AdmissionPolicy):
 
     def delayed_buckets(self, hazards: WindowHazards) -> list[int]:
         """Conflicting buckets whose rows unit t+1 may read stale, in descending order."""
+        if not hazards.raw:
+            return []
         if hazards.delay is None:
             raise ValueError("throughput-first admission needs the window's delay bounds (hazards.delay)")
         budget = self.limits.tau * hazards.delay.read_rows
