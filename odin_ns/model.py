@@ -49,6 +49,8 @@ class OdinSplatfactoModelConfig(SplatfactoModelConfig):
     0.0002 is the 3DGS/gsplat default for plain gradients; ``densify_grad_thresh`` (0.0008) is tuned for absgrad."""
 
 
+FIXED_BACKGROUNDS = {"black": torch.zeros(3), "white": torch.ones(3)}
+
 VIEW_COUNTED_SCHEDULES = (
     "warmup_length",
     "refine_every",
@@ -84,7 +86,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         self.background_color = (
             torch.tensor([0.1490, 0.1647, 0.2157])  # viser's background, used when rendering for the viewer
             if self.config.background_color == "random"
-            else {"black": torch.zeros(3), "white": torch.ones(3)}[self.config.background_color]
+            else FIXED_BACKGROUNDS[self.config.background_color]
         )
         if self.config.use_bilateral_grid:
             self.bil_grids = BilateralGrid(
@@ -166,11 +168,15 @@ class OdinSplatfactoModel(SplatfactoModel):
         )
 
     def _get_background_color(self) -> torch.Tensor:
-        if self.config.background_color == "random" and self.training:
+        """Training background: random per (step, rank) or the configured colour. ``self.background_color`` is the
+        viewer's (it overwrites it on rank 0 only), so training never reads it."""
+        if self.config.background_color == "random":
+            if not self.training:
+                return self.background_color.to(self.device)
             rank = dist.get_rank() if dist.is_initialized() else 0
             generator = torch.Generator().manual_seed(self.step * 65_537 + rank)
             return torch.rand(3, generator=generator).to(self.device)
-        return self.background_color.to(self.device)
+        return FIXED_BACKGROUNDS[self.config.background_color].to(self.device)
 
     def _rasterization_inputs(self, camera: Cameras) -> Dict:
         """gsplat ``rasterization`` keyword arguments for the (cropped) Gaussians seen from ``camera``."""

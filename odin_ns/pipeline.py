@@ -2,9 +2,9 @@
 
 Each training step is one task unit: this rank renders its views on private shadow views of the Gaussians, and the
 runtime (:mod:`odin_ns.runtime`) exchanges the gradients and publishes them with the selective Adam, synchronously
-(``sync``) or overlapped with the next unit (``quality-first``). The model knows nothing of ranks: the pipeline hands
-it the shadow views to render from and answers the densification strategy's barrier (drain, reduce statistics,
-rebind).
+(``sync``) or overlapped with the next unit (``quality-first``, ``throughput-first``). The model knows nothing of
+ranks: the pipeline hands it the shadow views to render from and answers the densification strategy's barrier (drain,
+reduce statistics, rebind).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import torch
 import torch.distributed as dist
 from nerfstudio.configs.base_config import PrintableConfig
 from nerfstudio.engine.optimizers import Optimizers
+from nerfstudio.models.splatfacto import get_viewmat
 from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.runtime.executor import DrainingBarrier, OdinRuntime, RuntimeConfig
+from odin_ns.sync.gate import DelayLimits, ReaderSensitivity, pinhole_sensitivity
 
 GAUSSIAN_GROUPS = ("means", "scales", "quats", "features_dc", "features_rest", "opacities")
 
@@ -35,6 +37,12 @@ class OdinConfig(PrintableConfig):
     no-exchange: measurement only (benchmarks' compute floor), every rank trains alone and replicas diverge."""
     tau: float = 0.2
     """throughput-first: largest admitted fraction of a unit's read scope whose update is still in flight."""
+    max_delay_pixels: float = 0.5
+    """throughput-first: largest screen displacement (pixels) a delayed read may skip of a Gaussian's centre."""
+    max_delay_opacity: float = 0.01
+    """throughput-first: largest opacity change a delayed read may skip."""
+    max_delay_param_step: float = 0.05
+    """throughput-first: largest skipped change of any other parameter (log-scale, quaternion, SH coefficient)."""
     exchange: Literal["dense", "scoped", "auto"] = "auto"
     """dense: all-reduce every row; scoped: only the rows some rank updated; auto: scoped when the scope is small."""
     bucket_mb: float = 25.0
@@ -49,12 +57,16 @@ class OdinConfig(PrintableConfig):
     over all ranks; False keeps splatfacto's per-step values whatever the batch."""
 
     def runtime_config(self) -> RuntimeConfig:
-        if self.mode == "throughput-first":
-            raise NotImplementedError("throughput-first mode is not implemented yet; use sync or quality-first")
+        delay = DelayLimits(
+            tau=self.tau,
+            max_pixels=self.max_delay_pixels,
+            max_opacity=self.max_delay_opacity,
+            max_param_step=self.max_delay_param_step,
+        )
         return RuntimeConfig(
             mode="sync" if self.mode == "no-exchange" else self.mode,
             exchange=self.exchange,
-            adam_rows=self.adam, bucket_bytes=int(self.bucket_mb * 2**20), timeout_s=self.timeout_s
+            adam_rows=self.adam, bucket_bytes=int(self.bucket_mb * 2**20), timeout_s=self.timeout_s, delay=delay
         )
 
 
@@ -109,7 +121,14 @@ class OdinPipeline(VanillaPipeline):
             with self.model.rendering_from(views):
                 return self.model.visible_gaussians(camera)
 
-        loss = runtime.run_unit(step, compute, read_scope)
+        def sensitivity(views: Dict[str, torch.Tensor]) -> ReaderSensitivity:
+            """Throughput-first's pixels per unit of displacement in this unit's cameras (full resolution: an upper
+            bound while splatfacto renders downscaled)."""
+            means = views["means"]
+            viewmats = get_viewmat(self.model.camera_optimizer.apply_to_camera(camera).to(means.device))
+            return pinhole_sensitivity(means, viewmats, camera.get_intrinsics_matrices().to(means.device))
+
+        loss = runtime.run_unit(step, compute, read_scope, sensitivity)
         self._step_shared_groups(optimizers)
         return loss, results["losses"], results["metrics"]
 

@@ -157,7 +157,8 @@ class OdinTrainer(Trainer):
 
     def save_checkpoint(self, step: int) -> None:
         """Drain in-flight units on every rank, then (main process) write a weights_only-loadable checkpoint."""
-        self.pipeline.drain()
+        with self.train_lock:  # the viewer renders under this lock: never a half-published state
+            self.pipeline.drain()
         self._log_units(step, force=True)
         if not comms.is_main_process():
             return

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-import sys
 from pathlib import Path
 from typing import Dict
 
 import pytest
 import torch
 
-from training import evaluate, train, unit_records
+from training import evaluate, torchrun, train, unit_records
 
 DENSIFY_EARLY = (
     "--pipeline.model.warmup-length", "100",
@@ -19,13 +17,6 @@ DENSIFY_EARLY = (
 )
 """Schedules count views: with 2 ranks (2 views per step) this densifies at step 100 and resets opacities at steps
 0 and 150, so a 240-step run crosses both kinds of structural change."""
-
-
-def torchrun(ranks: int) -> list:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-port", str(port)]
 
 
 def final_state(run_dir: Path) -> Dict[str, torch.Tensor]:

@@ -57,8 +57,8 @@ def padded(view: View) -> View:
 
 
 SMALL_OVERLAP = [[padded(cell_view((2 * unit + rank) % GRID**2)) for rank in range(WORLD_SIZE)] for unit in range(40)]
-"""Padded cells: a unit's views overlap the previous unit's along one border strip (a few % of its reads) in every
-other window and not at all in the others."""
+"""Padded cells: a unit's views overlap the previous unit's along a border strip or a corner, a few % (at most about
+12 %) of its reads: quality-first waits in almost every window."""
 
 
 # ------------------------------------------------------------------------------------------- the bound itself
@@ -201,7 +201,7 @@ def train(rank: int, schedule, **config) -> tuple[dict, list[dict]]:
 
 
 def tiny_gradient_window(rank: int, pixels_per_unit: float) -> dict:
-    """The paper's failure mode. Unit 2: rank 1 renders cell 5 with its loss scaled by 1e-6 (a tiny local gradient
+    """The paper's failure mode. Unit 2: rank 1 renders cell 5 with its loss scaled by 1e-4 (a tiny local gradient
     on fresh rows), rank 0 a far cell. Unit 3: rank 0 reads a thin strip of cell 5 (a few % of the unit's reads).
     Returns unit 3's window, the largest local gradient of unit 2 on this rank, and the displacement in the reader's
     pixels that unit 2's publication actually applied to the strip's rows."""
@@ -215,7 +215,7 @@ def tiny_gradient_window(rank: int, pixels_per_unit: float) -> dict:
 
     def tiny_compute(views):
         loss, visible = compute_fn(views)
-        scale = 1e-6 if rank == 1 else 1.0
+        scale = 1e-4 if rank == 1 else 1.0
         for view in views.values():
             view.grad.mul_(scale)
         local_gradient["max"] = max(views[name].grad[visible_rows(views["means"].detach(), strip)].abs().max().item()
@@ -325,7 +325,7 @@ def test_gate_refuses_a_large_skipped_update_behind_a_tiny_local_gradient(result
         distant = rank_results["tiny-gradient/distant"]
         assert distant["window"]["delayed_rows"] > 0, "the same update seen from afar is admitted"
         assert distant["window"]["delay_bound"]["pixels"] >= distant["moved_pixels"] * (1 - 1e-5)
-    assert results[1]["tiny-gradient/zoomed"]["local_gradient"] < 1e-6
+    assert results[1]["tiny-gradient/zoomed"]["local_gradient"] < 1e-4
 
 
 def test_delayed_reads_never_cross_a_structural_change(results):
@@ -363,3 +363,11 @@ def test_throughput_first_needs_the_inputs_of_its_bound(one_rank_group):
     runtime = OdinRuntime(params, adam, RuntimeConfig(mode="throughput-first", delay=DelayLimits(opacity_logit="means")))
     with pytest.raises(ValueError, match="needs sensitivity_fn"):
         runtime.run_unit(0, *unit_functions(cell_view(0)))
+
+
+def test_pipeline_flags_configure_the_gate():
+    from odin_ns.pipeline import OdinConfig
+
+    config = OdinConfig(mode="throughput-first", tau=0.1, max_delay_pixels=0.25).runtime_config()
+    assert config.mode == "throughput-first"
+    assert config.delay == DelayLimits(tau=0.1, max_pixels=0.25, max_opacity=0.01, max_param_step=0.05)

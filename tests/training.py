@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,14 @@ QUIET_TRAINING = [
     "--pipeline.model.num-downscales", "0",
 ]
 """Train without viewer, periodic evaluation or resolution warm-up: tests look at the final model."""
+
+
+def torchrun(ranks: int) -> List[str]:
+    """torchrun's command prefix for ``ranks`` local processes on a free port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-port", str(port)]
 
 
 def run(command: Sequence[str], timeout: float = 600, env: Dict[str, str] | None = None) -> subprocess.CompletedProcess:

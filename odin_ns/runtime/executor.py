@@ -155,6 +155,8 @@ class _InFlightUnit:
     update_scope: torch.Tensor | None = None
     read_scope: torch.Tensor | None = None
     """Unit t+1's read scope over all ranks (None when no unit waits on this one)."""
+    maxima: torch.Tensor | None = None
+    """Every rank's ``local_maxima`` [world_size, tensors + 2, words] (throughput-first windows only)."""
     hazards: WindowHazards | None = None
     delayed_scope: torch.Tensor | None = None
     """Rows unit t+1 was admitted to read stale (throughput-first): published after it ran, never re-run for."""
@@ -435,7 +437,8 @@ class OdinRuntime:
 
     def _resolve_scopes(self, in_flight: _InFlightUnit) -> None:
         """Wait for the scope exchange; derive the update scope U (OR over ranks) and, when a decision needs host
-        numbers (quality-first hazards, scoped/auto sizing), the per-bucket counts: the one host read of a unit."""
+        numbers (the overlapped modes' hazards, scoped/auto sizing), the per-bucket counts: the one host read of a
+        unit (throughput-first adds one, for the delay bound, in windows with conflicts)."""
         record = in_flight.staged.record
         gathered = self._wait(in_flight.scopes, record)
         in_flight.update_scope = union_over_ranks(gathered[:, 0])
@@ -447,10 +450,8 @@ class OdinRuntime:
         in_flight.hazards = WindowHazards.from_device(
             raw_exposure(in_flight.update_scope, in_flight.read_scope, self._buckets.ranges)
         )
-        if in_flight.hazards.raw and gathered.shape[1] > 2:
-            in_flight.hazards = replace(
-                in_flight.hazards, delay=self._window_delay(in_flight, gathered[:, 2:].view(torch.float32))
-            )
+        if gathered.shape[1] > 2:
+            in_flight.maxima = gathered[:, 2:].view(torch.float32)
         update_rows = sum(in_flight.hazards.update_rows)
         record.update_rows = update_rows
         if self.config.exchange == "dense":
@@ -463,8 +464,11 @@ class OdinRuntime:
 
     def _admit(self, in_flight: _InFlightUnit) -> dict[str, Any]:
         """Admission gate of the window (unit t in flight, unit t+1 about to run): publish the buckets the policy
-        names (those holding rows unit t+1 reads, for quality-first) before t+1 runs."""
+        names (those holding rows unit t+1 reads, for quality-first; fewer for throughput-first, whose conflicting
+        buckets left out become delayed reads) before t+1 runs."""
         self._resolve_scopes(in_flight)
+        if self.policy.needs_delay_bounds and in_flight.hazards.raw:
+            in_flight.hazards = replace(in_flight.hazards, delay=self._window_delay(in_flight))
         hazards = in_flight.hazards
         first = self.policy.buckets_to_publish_first(hazards)
         for bucket in first:
@@ -487,17 +491,18 @@ class OdinRuntime:
             window.update(delay_summary(hazards, delayed))
         return window
 
-    def _window_delay(self, in_flight: _InFlightUnit, maxima: torch.Tensor) -> WindowDelay:
+    def _window_delay(self, in_flight: _InFlightUnit) -> WindowDelay:
         """Bound, per bucket, the update unit t+1 would skip by reading its conflicting rows stale, from the
-        gathered ``local_maxima`` and the replicated Adam state (``odin_ns.sync.gate``); one host read."""
-        grad_bounds, sensitivity = gathered_maxima(maxima, list(self._params), self.num_rows)
+        gathered ``local_maxima`` and the replicated Adam state (``odin_ns.sync.gate``); one host read. Runs after
+        the gradient buckets are launched, so it overlaps their transfer."""
+        grad_bounds, sensitivity = gathered_maxima(in_flight.maxima, list(self._params), self.num_rows)
         bounds = row_bounds(self._adam_rows(in_flight.staged), grad_bounds, sensitivity, self.config.delay)
         candidates = bitmap_to_mask(bitmap_and(in_flight.update_scope, in_flight.read_scope), self.num_rows)
         per_bucket = bucket_maxima(bounds, candidates, self._buckets.rows_per_bucket)
-        read_rows = bitmap_count(in_flight.read_scope).double()
-        read_rows, *flat = torch.cat([read_rows[None], per_bucket.double().T.flatten()]).tolist()
-        bounds_per_bucket = tuple(DelayBound(*flat[i : i + 3]) for i in range(0, len(flat), 3))
-        return WindowDelay(int(read_rows), bounds_per_bucket)
+        read_rows = bitmap_count(in_flight.read_scope).double()[None]
+        counts = torch.cat([read_rows, per_bucket.double().T.flatten()]).tolist()
+        bounds_per_bucket = tuple(DelayBound(*counts[i : i + 3]) for i in range(1, len(counts), 3))
+        return WindowDelay(int(counts[0]), bounds_per_bucket)
 
     def _adam_rows(self, staged: _StagedUnit) -> dict[str, AdamRows]:
         """Each tensor's Adam state as the publication of ``staged`` will find it (nothing of it published yet),

@@ -109,10 +109,10 @@ def adam_step_bound(rows: AdamRows, grad_bound: torch.Tensor) -> torch.Tensor:
     """Per element of ``rows.param``: the largest |Δp| of the pending Adam step over every gradient g with
     |g| <= ``grad_bound`` (broadcastable; ``inf`` for no knowledge of g).
 
-    |Δp| <= lr sqrt(1-β2^t) / (1-β1^t) * r(g), r(g) = |a + c g| / sqrt(d + e g²) with a = β1 m, c = 1-β1, d = β2 v,
-    e = 1-β2 (ε dropped: it only shrinks the step). r rises on [0, g*], g* = c d / (a e), and falls after, and
-    r(-g) <= r(g) for the sign of m, so the supremum over |g| <= G is r(min(G, g*)); with G = ∞ it is
-    sqrt(a²/d + c²/e). A row with m != 0 and v = 0 gets ∞.
+    |Δp| <= lr sqrt(1-β2^t) / (1-β1^t) * r(g), r(g) = (a + c g) / sqrt(d + e g²) with a = β1 |m|, c = 1-β1,
+    d = β2 v, e = 1-β2, g signed along m (ε dropped: it only shrinks the step). r rises on [0, g*], g* = c d / (a e),
+    and falls after, and r(-g) <= r(g), so the supremum over |g| <= G is r(min(G, g*)); with G = ∞ it is
+    sqrt(a²/d + c²/e). An element with m != 0 and v = 0 gets ∞. docs/throughput_first.md, section 3.1.
     """
     zeros = torch.zeros_like(rows.param)
     a = rows.beta1 * (rows.exp_avg if rows.exp_avg is not None else zeros).abs()
