@@ -16,7 +16,7 @@ from training import BIN
 def test_bench_writes_results_and_plots(tiny_scene: Path, tmp_path: Path):
     out = tmp_path / "bench"
     subprocess.run(
-        [str(BIN / "odin-ns"), "bench", "--data", str(tiny_scene), "--gpus", "2", "--steps", "12", "--no-stock",
+        [str(BIN / "odin-ns"), "bench", "--data", str(tiny_scene), "--gpus", "2", "--steps", "6", "--no-stock",
          "--modes", "sync,quality-first,no-exchange", "--out", str(out)],
         check=True, capture_output=True, text=True, timeout=600,
     )

@@ -16,7 +16,7 @@ DENSIFY_EARLY = (
     "--pipeline.model.reset-alpha-every", "3",
 )
 """Schedules count views: with 2 ranks (2 views per step) this densifies at step 100 and resets opacities at steps
-0 and 150, so a 240-step run crosses both kinds of structural change."""
+0 and 150, so a 200-step run crosses both kinds of structural change."""
 
 
 def final_state(run_dir: Path) -> Dict[str, torch.Tensor]:
@@ -47,7 +47,7 @@ def overlapped_windows(run_dir: Path) -> int:
 @pytest.mark.slow
 def test_quality_first_equals_sync_across_densification_and_reset(tiny_scene: Path, tmp_path: Path):
     runs = {
-        mode: train(tiny_scene, tmp_path / mode, 240, *DENSIFY_EARLY, "--pipeline.odin.mode", mode, launcher=torchrun(2))
+        mode: train(tiny_scene, tmp_path / mode, 200, *DENSIFY_EARLY, "--pipeline.odin.mode", mode, launcher=torchrun(2))
         for mode in ("sync", "quality-first")
     }
     sync, quality_first = (final_state(runs[mode]) for mode in ("sync", "quality-first"))
@@ -59,9 +59,9 @@ def test_quality_first_equals_sync_across_densification_and_reset(tiny_scene: Pa
 
 @pytest.mark.slow
 def test_four_ranks_quality_first_equals_sync(tiny_scene: Path, tmp_path: Path):
-    """Code paths for W > 2 (issue 8 on CPU): four gloo ranks, a few dozen steps."""
+    """Code paths for W > 2 (issue 8 on CPU): four gloo ranks, 20 steps."""
     runs = {
-        mode: train(tiny_scene, tmp_path / mode, 40, "--pipeline.odin.mode", mode, launcher=torchrun(4))
+        mode: train(tiny_scene, tmp_path / mode, 20, "--pipeline.odin.mode", mode, launcher=torchrun(4))
         for mode in ("sync", "quality-first")
     }
     assert_same_training(final_state(runs["sync"]), final_state(runs["quality-first"]))

@@ -138,7 +138,7 @@ def test_publication_must_not_happen_while_a_unit_graph_is_alive():
 
 def test_runtime_config_and_environment_errors_name_the_problem():
     with pytest.raises(ValueError, match="mode must be one of"):
-        RuntimeConfig(mode="throughput-first")
+        RuntimeConfig(mode="hogwild")
     with pytest.raises(ValueError, match="exchange must be one of"):
         RuntimeConfig(exchange="sparse")
     with pytest.raises(ValueError, match="missing torchrun environment variable"):

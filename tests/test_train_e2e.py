@@ -50,9 +50,10 @@ def test_resume_from_checkpoint_continues(tiny_scene: Path, tmp_path: Path):
 
 @pytest.mark.slow
 def test_real_capture_improves_over_initial_render(cup77: Path, tmp_path: Path):
-    """cup77 at 200x150 (images_4): a short run must score measurably above the (one-step) initial render."""
-    quarter_resolution = ("odin-data", "--downscale-factor", "4")
-    initial = evaluate(train(cup77, tmp_path / "initial", 1, *quarter_resolution))
-    trained = evaluate(train(cup77, tmp_path / "trained", 100, *quarter_resolution))
-    print(f"cup77 images_4 PSNR: initial {initial['psnr']:.2f} dB, after 100 steps {trained['psnr']:.2f} dB")
-    assert trained["psnr"] > initial["psnr"] + 1.0, (initial, trained)
+    """cup77 at 200x150 (images_4): after a short run the rendered training views score measurably above the initial
+    render (the PSNR nerfstudio logs at step 0, before any update)."""
+    run_dir = train(cup77, tmp_path, 80, "--logging.steps-per-log", "5", "odin-data", "--downscale-factor", "4")
+    psnr = scalar_series(run_dir, "Train Metrics Dict/psnr")
+    initial, trained = psnr[0], sum(psnr[-3:]) / 3
+    print(f"cup77 images_4 training-view PSNR: initial render {initial:.2f} dB, steps 70-79 {trained:.2f} dB")
+    assert trained > initial + 1.0, psnr
