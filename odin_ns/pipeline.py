@@ -149,6 +149,7 @@ class OdinPipeline(VanillaPipeline):
                     device_id=self.device if on_cuda else None,
                 )
             self._optimizers = optimizers
+            self._start_from_rank0_gaussians()
             config = self.config.odin.runtime_config()
             if dist.get_world_size() == 1 and config.mode != "sync":
                 CONSOLE.log(f"one rank: nothing to overlap, {self.config.odin.mode} runs as sync")
@@ -158,6 +159,14 @@ class OdinPipeline(VanillaPipeline):
             )
             self.model.strategy.barrier = DrainingBarrier(self.runtime)
         return self.runtime
+
+    @torch.no_grad()
+    def _start_from_rank0_gaussians(self) -> None:
+        """Every rank starts from rank 0's Gaussians, as DDP starts from rank 0's weights: nerfstudio's launcher
+        seeds each rank differently (seed + rank), so random initialisations (splatfacto's quaternions) differ."""
+        if dist.get_world_size() > 1:
+            for param in self.model.gauss_params.values():
+                dist.broadcast(param.data, src=0)
 
     def _exchange_group(self) -> Optional[dist.ProcessGroup]:
         """The ranks this rank exchanges with: all of them, or (no-exchange) only itself."""

@@ -88,8 +88,11 @@ class OdinTrainer(Trainer):
         if shared[0] == config.timestamp:
             return
         config.timestamp = shared[0]
-        if own_directory.is_dir() and all(path.name == "config.yml" for path in own_directory.iterdir()):
-            shutil.rmtree(own_directory)
+        try:  # several ranks may share one stray directory
+            if all(path.name == "config.yml" for path in own_directory.iterdir()):
+                shutil.rmtree(own_directory, ignore_errors=True)
+        except FileNotFoundError:  # another rank with the same timestamp removed it first
+            pass
 
     def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
         super().setup(test_mode)

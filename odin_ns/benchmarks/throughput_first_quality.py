@@ -144,8 +144,8 @@ class ThroughputFirstQualityCommand:
                 configs = [REFERENCE, QUALITY_FIRST, throughput_first(0.2)]
                 if scene == "demo" and seed < self.sweep_seeds:
                     configs += [throughput_first(tau) for tau in self.taus if tau != 0.2]
-                if scene == "adversarial":  # quality-first equals sync; the question is the bound at a loose tau
-                    configs = [REFERENCE, throughput_first(0.4), UNGATED]
+                if scene == "adversarial":  # the question is the bound at a loose tau
+                    configs = [REFERENCE, QUALITY_FIRST, throughput_first(0.4), UNGATED]
                 plan += [(scene, config, seed, data, steps, dataparser) for config in configs]
         return plan
 
