@@ -161,7 +161,8 @@ def test_policy_delays_the_highest_conflicting_buckets_within_tau_and_the_limits
     assert ThroughputFirstPolicy(DelayLimits(tau=0.0)).buckets_to_publish_first(hazards) == [0, 2, 3]
     blocked = WindowHazards(hazards.conflict_rows, hazards.update_rows, WindowDelay(100, (small, small, small, large)))
     assert ThroughputFirstPolicy(DelayLimits(tau=1.0)).delayed_buckets(blocked) == []
-    nan = WindowHazards(hazards.conflict_rows, hazards.update_rows, WindowDelay(100, (DelayBound(0, float("nan"), 0),) * 4))
+    nan_bounds = WindowDelay(100, (DelayBound(0.0, float("nan"), 0.0),) * 4)
+    nan = WindowHazards(hazards.conflict_rows, hazards.update_rows, nan_bounds)
     assert ThroughputFirstPolicy(DelayLimits(tau=1.0)).delayed_buckets(nan) == []
 
 
@@ -334,7 +335,7 @@ def test_delayed_reads_never_cross_a_structural_change(results):
         assert state["means"].shape[0] == NUM_ROWS + APPENDED_ROWS
         by_unit = {record["unit_id"]: record for record in records}
         assert by_unit[12]["window"] is None, "the first unit after the change has nothing in flight to read stale"
-        delayed_units = [unit for unit, record in by_unit.items() if record["window"] and record["window"]["delayed_rows"]]
+        delayed_units = [unit for unit, record in by_unit.items() if (record["window"] or {}).get("delayed_rows")]
         assert any(unit < 12 for unit in delayed_units) and any(unit > 12 for unit in delayed_units)
         for unit in delayed_units:
             assert by_unit[unit]["structure_version"] == by_unit[unit - 1]["structure_version"]
@@ -356,11 +357,12 @@ def one_rank_group():
 def test_throughput_first_needs_the_inputs_of_its_bound(one_rank_group):
     params = {"means": torch.nn.Parameter(torch.zeros(64, 2))}
     with pytest.raises(ValueError, match="has no betas"):
-        OdinRuntime(params, {"means": torch.optim.SGD([params["means"]], lr=0.1)}, RuntimeConfig(mode="throughput-first"))
+        OdinRuntime(params, {"means": torch.optim.SGD([params["means"]], lr=0.1)}, RuntimeConfig("throughput-first"))
     adam = {"means": torch.optim.Adam([params["means"]])}
     with pytest.raises(ValueError, match=r"missing \['opacities'\]"):
         OdinRuntime(params, adam, RuntimeConfig(mode="throughput-first"))
-    runtime = OdinRuntime(params, adam, RuntimeConfig(mode="throughput-first", delay=DelayLimits(opacity_logit="means")))
+    means_only = RuntimeConfig(mode="throughput-first", delay=DelayLimits(opacity_logit="means"))
+    runtime = OdinRuntime(params, adam, means_only)
     with pytest.raises(ValueError, match="needs sensitivity_fn"):
         runtime.run_unit(0, *unit_functions(cell_view(0)))
 

@@ -184,8 +184,8 @@ class OdinRuntime:
         policy: AdmissionPolicy | None = None,
     ):
         self.config = config
-        default_policy = ThroughputFirstPolicy(config.delay) if config.mode == "throughput-first" else QualityFirstPolicy()
-        self.policy = policy or default_policy
+        delays = config.mode == "throughput-first"
+        self.policy = policy or (ThroughputFirstPolicy(config.delay) if delays else QualityFirstPolicy())
         self.stats = RuntimeStats()
         self.structure_version = -1
         self._group = group
@@ -258,7 +258,9 @@ class OdinRuntime:
             self._publish_all(self._launch(self._stage(unit_id, staging, visible, record), read_scope=None))
             return loss
         if visible_fn is None:
-            raise ValueError(f"{self.config.mode} mode needs visible_fn: the next unit's read scope decides the overlap")
+            raise ValueError(
+                f"{self.config.mode} mode needs visible_fn: the next unit's read scope decides the overlap"
+            )
         if self.policy.needs_delay_bounds and sensitivity_fn is None:
             raise ValueError(f"{self.policy.name} admission needs sensitivity_fn: delayed reads are bounded in pixels")
         previous, self._pending = self._pending, None
@@ -515,9 +517,8 @@ class OdinRuntime:
             state = optimizer.state.get(param, {})
             step = int(state["step"]) + 1 if "step" in state else 1
             beta1, beta2 = group["betas"]
-            rows[name] = AdamRows(
-                param.detach(), state.get("exp_avg"), state.get("exp_avg_sq"), learning_rates[id(group)], beta1, beta2, step
-            )
+            moments = state.get("exp_avg"), state.get("exp_avg_sq")
+            rows[name] = AdamRows(param.detach(), *moments, learning_rates[id(group)], beta1, beta2, step)
         return rows
 
     @staticmethod
