@@ -77,14 +77,7 @@ class BenchCommand:
         run_root = self.out / "runs" / label
         command = training_command(name, ranks, self.data, run_root, self.steps, seed, self.extra)
         started = time.time()
-        log = run_root.with_suffix(".log")
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "w") as handle:
-            status = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
-        if status != 0:
-            raise SystemExit(f"error: {label} failed with status {status}; see {log}")
-        (config,) = run_root.glob("*/*/*/config.yml")
-        run_dir = config.parent
+        run_dir = run_training(command, run_root, label)
         record = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
         iteration_s = iteration_times(run_dir)
         steady = iteration_s[len(iteration_s) // 2 :]
@@ -96,6 +89,18 @@ class BenchCommand:
         if name != "no-exchange":
             record["quality"] = evaluate(run_dir, stock=name == STOCK)
         return record
+
+
+def run_training(command: List[str], run_root: Path, label: str) -> Path:
+    """Run one training command with its output in ``<run_root>.log``; returns the run directory (with config.yml)."""
+    log = run_root.parent / f"{run_root.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as handle:
+        status = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
+    if status != 0:
+        raise SystemExit(f"error: {label} failed with status {status}; see {log}")
+    (config,) = run_root.glob("*/*/*/config.yml")
+    return config.parent
 
 
 def training_command(

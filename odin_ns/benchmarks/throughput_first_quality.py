@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -25,7 +24,7 @@ from typing import Dict, List, Optional, Tuple
 import tyro
 from tqdm import tqdm
 
-from odin_ns.benchmarks.bench import evaluate, iteration_times, training_command
+from odin_ns.benchmarks.bench import evaluate, iteration_times, run_training, training_command
 from odin_ns.data.demo_scene import generate_demo_scene
 
 RANKS = 2
@@ -166,14 +165,7 @@ class ThroughputFirstQualityCommand:
         mode, odin_arguments = odin_mode_and_arguments(config)
         command = training_command(mode, RANKS, data, run_root, steps, seed, (*QUIET, *odin_arguments))
         command += dataparser
-        log = run_root.parent / f"{run_root.name}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "w") as handle:
-            status = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
-        if status != 0:
-            raise SystemExit(f"error: {label} failed with status {status}; see {log}")
-        (config_file,) = run_root.glob("*/*/*/config.yml")
-        run_dir = config_file.parent
+        run_dir = run_training(command, run_root, label)
         units = [json.loads(line) for line in (run_dir / "odin_units.jsonl").read_text().splitlines()]
         step_times = iteration_times(run_dir)
         return {
