@@ -61,6 +61,44 @@ VIEW_COUNTED_SCHEDULES = (
 )
 
 
+
+def initial_gaussians(
+    config: SplatfactoModelConfig, seed_points: Optional[Tuple[torch.Tensor, torch.Tensor]]
+) -> Dict[str, torch.Tensor]:
+    """Splatfacto's initialisation (SfM seed points or a random cube), built on the CPU, rows in Morton order so
+    Odin's publication ranges follow the scene. Shared with the gsplat-distributed benchmark peer."""
+    has_seed = seed_points is not None and not config.random_init
+    if has_seed:
+        means = seed_points[0].float()
+    else:
+        means = (torch.rand((config.num_random, 3)) - 0.5) * config.random_scale
+    distances, _ = SplatfactoModel.k_nearest_sklearn(None, means, 3)
+    avg_dist = torch.from_numpy(distances).float().mean(dim=-1, keepdim=True)
+    num_points = means.shape[0]
+    dim_sh = num_sh_bases(config.sh_degree)
+    if has_seed and seed_points[1].shape[0] > 0:
+        seed_rgb = seed_points[1].float() / 255
+        shs = torch.zeros((num_points, dim_sh, 3))
+        if config.sh_degree > 0:
+            shs[:, 0, :3] = RGB2SH(seed_rgb)
+        else:
+            shs[:, 0, :3] = torch.logit(seed_rgb, eps=1e-10)
+        features_dc, features_rest = shs[:, 0, :], shs[:, 1:, :]
+    else:
+        features_dc = torch.rand(num_points, 3)
+        features_rest = torch.zeros((num_points, dim_sh - 1, 3))
+    tensors = {
+        "means": means,
+        "scales": torch.log(avg_dist.repeat(1, 3)),
+        "quats": random_quat_tensor(num_points),
+        "features_dc": features_dc,
+        "features_rest": features_rest,
+        "opacities": torch.logit(0.1 * torch.ones(num_points, 1)),
+    }
+    order = morton_order(means)
+    return {name: tensor[order].contiguous() for name, tensor in tensors.items()}
+
+
 class OdinSplatfactoModel(SplatfactoModel):
     """Splatfacto on any device; see the module docstring for what differs from stock."""
 
@@ -109,37 +147,8 @@ class OdinSplatfactoModel(SplatfactoModel):
             self._render_params = previous
 
     def _initial_gaussians(self) -> Dict[str, torch.nn.Parameter]:
-        """Splatfacto's initialisation (SfM seed points or a random cube), built on the CPU."""
-        has_seed = self.seed_points is not None and not self.config.random_init
-        if has_seed:
-            means = self.seed_points[0].float()
-        else:
-            means = (torch.rand((self.config.num_random, 3)) - 0.5) * self.config.random_scale
-        distances, _ = self.k_nearest_sklearn(means, 3)
-        avg_dist = torch.from_numpy(distances).float().mean(dim=-1, keepdim=True)
-        num_points = means.shape[0]
-        dim_sh = num_sh_bases(self.config.sh_degree)
-        if has_seed and self.seed_points[1].shape[0] > 0:
-            seed_rgb = self.seed_points[1].float() / 255
-            shs = torch.zeros((num_points, dim_sh, 3))
-            if self.config.sh_degree > 0:
-                shs[:, 0, :3] = RGB2SH(seed_rgb)
-            else:
-                shs[:, 0, :3] = torch.logit(seed_rgb, eps=1e-10)
-            features_dc, features_rest = shs[:, 0, :], shs[:, 1:, :]
-        else:
-            features_dc = torch.rand(num_points, 3)
-            features_rest = torch.zeros((num_points, dim_sh - 1, 3))
-        tensors = {
-            "means": means,
-            "scales": torch.log(avg_dist.repeat(1, 3)),
-            "quats": random_quat_tensor(num_points),
-            "features_dc": features_dc,
-            "features_rest": features_rest,
-            "opacities": torch.logit(0.1 * torch.ones(num_points, 1)),
-        }
-        order = morton_order(means)  # spatially sorted rows: Odin's publication ranges follow the scene
-        return {name: torch.nn.Parameter(tensor[order].contiguous()) for name, tensor in tensors.items()}
+        tensors = initial_gaussians(self.config, self.seed_points)
+        return {name: torch.nn.Parameter(tensor) for name, tensor in tensors.items()}
 
     def _densification_strategy(self) -> OdinStrategy:
         """Splatfacto's DefaultStrategy; plain-gradient threshold where the renderer has no absgrad."""

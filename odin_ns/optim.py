@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Type
+from typing import Callable, Optional, Tuple, Type
 
 import torch
 from nerfstudio.engine.optimizers import OptimizerConfig
@@ -125,5 +125,7 @@ class SelectiveAdamOptimizerConfig(OptimizerConfig):
     """nerfstudio optimizer config that builds a SelectiveAdam (drop-in for AdamOptimizerConfig)."""
 
     _target: Type = SelectiveAdam
+    betas: Tuple[float, float] = (0.9, 0.999)
+    """Adam's betas; the trainer raises them to the power B for B views per step (Grendel-GS's rule)."""
     weight_decay: float = 0
     """Must stay 0: SelectiveAdam has no weight decay."""

@@ -23,8 +23,10 @@ from typing import Dict, List, Optional, Tuple
 
 from tqdm import tqdm
 
-ODIN_MODES = ("sync", "quality-first", "no-exchange")
+ODIN_MODES = ("sync", "quality-first", "throughput-first", "no-exchange")
 STOCK = "splatfacto"
+GSPLAT_PEER = "gsplat-distributed"
+"""gsplat's own multi-GPU path (Gaussians sharded over ranks), see :mod:`odin_ns.benchmarks.gsplat_distributed`."""
 ITERATION_TIME_TAG = "Train Iter (time)"
 
 
@@ -38,22 +40,27 @@ class BenchCommand:
     """Ranks per Odin configuration (GPUs; CPU ranks with gloo where CUDA is absent)."""
     steps: int = 1000
     """Training steps per configuration."""
-    modes: str = "sync,quality-first,no-exchange"
-    """Comma-separated Odin modes (sync, quality-first, no-exchange)."""
+    modes: str = "sync,quality-first,throughput-first,no-exchange"
+    """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first,
+    no-exchange) and gsplat-distributed (gsplat's sharded multi-GPU training, CUDA only)."""
     seeds: int = 1
     """Repetitions per configuration (machine seeds 42, 43, ...)."""
     stock: bool = True
     """Also train stock nerfstudio splatfacto and Odin with one rank, the single-GPU references."""
     out: Path = Path("outputs/bench")
     """Folder for runs, results.json and plots."""
+    full_resolution: bool = True
+    """Train at full image resolution from the first step (splatfacto otherwise renders at 1/4 then 1/2 resolution
+    for its first 3,000 and 6,000 steps, which short benchmark runs would measure instead)."""
     extra: Tuple[str, ...] = ()
-    """Extra ns-train arguments for every run (before the dataparser subcommand), e.g. --pipeline.model.sh-degree 0."""
+    """Extra ns-train arguments for every Odin and stock run (before the dataparser subcommand), e.g.
+    --pipeline.model.stop-split-at 0 to compare with gsplat-distributed, which does not densify."""
 
     def main(self) -> None:
         modes = [mode for mode in self.modes.split(",") if mode]
-        unknown = sorted(set(modes) - set(ODIN_MODES))
+        unknown = sorted(set(modes) - set(ODIN_MODES) - {GSPLAT_PEER})
         if unknown:
-            raise SystemExit(f"error: unknown mode(s) {unknown}; choose from {ODIN_MODES}")
+            raise SystemExit(f"error: unknown mode(s) {unknown}; choose from {(*ODIN_MODES, GSPLAT_PEER)}")
         if not self.data.exists():
             raise SystemExit(f"error: data directory does not exist: {self.data}")
         configurations: List[Tuple[str, int]] = [(mode, self.gpus) for mode in modes]
@@ -75,18 +82,26 @@ class BenchCommand:
     def _run(self, name: str, ranks: int, seed: int) -> Dict:
         label = f"{name}-w{ranks}-s{seed}"
         run_root = self.out / "runs" / label
-        command = training_command(name, ranks, self.data, run_root, self.steps, seed, self.extra)
+        extra = (*self.extra, "--pipeline.model.num-downscales", "0") if self.full_resolution else self.extra
+        command = training_command(name, ranks, self.data, run_root, self.steps, seed, extra)
         started = time.time()
         run_dir = run_training(command, run_root, label)
         record = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
-        iteration_s = iteration_times(run_dir)
+        if name == GSPLAT_PEER:
+            peer = json.loads((run_dir / "peer.json").read_text())
+            iteration_s = peer["step_s"]
+            record.update(num_gaussians=peer["num_gaussians"], image_size=peer["image_size"])
+        else:
+            iteration_s = iteration_times(run_dir)
         steady = iteration_s[len(iteration_s) // 2 :]
         record["step_s"] = statistics.median(steady)
         record["views_per_s"] = ranks / record["step_s"]
         units = run_dir / "odin_units.jsonl"
         if units.exists():
             record.update(unit_summary([json.loads(line) for line in units.read_text().splitlines()]))
-        if name != "no-exchange":
+        if name == GSPLAT_PEER:
+            record["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
+        elif name != "no-exchange":
             record["quality"] = evaluate(run_dir, stock=name == STOCK)
         return record
 
@@ -99,6 +114,8 @@ def run_training(command: List[str], run_root: Path, label: str) -> Path:
         status = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT).returncode
     if status != 0:
         raise SystemExit(f"error: {label} failed with status {status}; see {log}")
+    if (run_root / "peer.json").exists():
+        return run_root
     (config,) = run_root.glob("*/*/*/config.yml")
     return config.parent
 
@@ -106,7 +123,12 @@ def run_training(command: List[str], run_root: Path, label: str) -> Path:
 def training_command(
     name: str, ranks: int, data: Path, out: Path, steps: int, seed: int, extra: Tuple[str, ...]
 ) -> List[str]:
-    """The ns-train command line of one configuration."""
+    """The ns-train command line of one configuration (gsplat-distributed: its own driver under torchrun)."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+                "--master-port", str(29500 + os.getpid() % 1000)]
+    if name == GSPLAT_PEER:
+        return [*launcher, "-m", "odin_ns.benchmarks.gsplat_distributed", "--data", str(data), "--output-dir",
+                str(out), "--steps", str(steps), "--seed", str(42 + seed)]
     common = ["--data", str(data), "--output-dir", str(out), "--max-num-iterations", str(steps),
               "--machine.seed", str(42 + seed), "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
               "--steps-per-eval-image", "1000000", "--steps-per-eval-all-images", "1000000", "--steps-per-eval-batch", "0",
@@ -114,8 +136,6 @@ def training_command(
     if name == STOCK:
         return [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "splatfacto", *common,
                 "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
-                "--master-port", str(29500 + os.getpid() % 1000)]
     return [*launcher, installed_script("ns-train"), "odin-splatfacto", *common, "--pipeline.odin.mode", name]
 
 
