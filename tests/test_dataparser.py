@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
@@ -98,3 +99,18 @@ def test_camera_size_mismatch_is_named(scene_copy: Path):
         image.resize((image.width + 2, image.height)).save(image_path)
     with pytest.raises(DatasetError, match=f"does not match its COLMAP camera.*{image_path.name}"):
         parse(scene_copy)
+
+
+def test_vectorised_points_equal_nerfstudio_reader(tiny_scene):
+    """Seed points read by odin-data's vectorised reader are nerfstudio's, value for value."""
+    from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParser
+
+    from odin_ns.data.dataparser import OdinDataParser, OdinDataParserConfig
+
+    parser = OdinDataParser(OdinDataParserConfig(data=tiny_scene))
+    transform = torch.eye(4)[:3] * 0.5
+    ours = parser._load_3D_points(tiny_scene / "sparse" / "0", transform, 2.0)
+    stock = ColmapDataParser._load_3D_points(parser, tiny_scene / "sparse" / "0", transform, 2.0)
+    assert ours.keys() == stock.keys()
+    for key in ours:
+        assert ours[key].dtype == stock[key].dtype and torch.equal(ours[key], stock[key]), key

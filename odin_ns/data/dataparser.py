@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Literal, Optional, Type
 
+import numpy as np
+import torch
+
 from nerfstudio.data.dataparsers.base_dataparser import DataparserOutputs
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParser, ColmapDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
@@ -21,6 +24,8 @@ from nerfstudio.data.utils import colmap_parsing_utils as colmap_io
 from nerfstudio.utils.rich_utils import CONSOLE
 from PIL import Image, UnidentifiedImageError
 from tqdm import tqdm
+
+from odin_ns.data.colmap_points import read_points3d_binary
 
 COLMAP_MODEL_DIRS = (Path("sparse/0"), Path("colmap/sparse/0"), Path("sparse"))
 
@@ -127,6 +132,20 @@ class OdinDataParser(ColmapDataParser):
         self._write_missing_downscaled_images(model_relative)
         CONSOLE.log(f"COLMAP capture: {self.config.data / model_relative}")
         return super()._generate_dataparser_outputs(split, **kwargs)
+
+    def _load_3D_points(self, colmap_path: Path, transform_matrix: torch.Tensor, scale_factor: float):
+        """nerfstudio's seed points, read vectorised from points3D.bin (seconds saved per million points)."""
+        if self.config.max_2D_matches_per_3D_point != 0 or not (colmap_path / "points3D.bin").exists():
+            return super()._load_3D_points(colmap_path, transform_matrix, scale_factor)
+        points = read_points3d_binary(colmap_path / "points3D.bin")
+        xyz = torch.from_numpy(points.xyz.astype(np.float32))
+        xyz = torch.cat((xyz, torch.ones_like(xyz[..., :1])), -1) @ transform_matrix.T
+        return {
+            "points3D_xyz": xyz * scale_factor,
+            "points3D_rgb": torch.from_numpy(points.rgb.copy()),
+            "points3D_error": torch.from_numpy(points.error.astype(np.float32)),
+            "points3D_num_points2D": torch.from_numpy(points.track_lengths),
+        }
 
     def _write_missing_downscaled_images(self, model_relative: Path) -> None:
         """Write images_<d>/ when a downscale factor asks for it, instead of nerfstudio's interactive question
