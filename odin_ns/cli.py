@@ -1,4 +1,4 @@
-"""``odin-ns``: the project's command line (demo scene, AOT plan, benchmarks).
+"""``odin-ns``: the project's command line (demo scene, AOT plan, benchmarks, profiler timelines).
 
 Each subcommand is a dataclass with a ``main()`` method, defined next to the code it drives; this module only
 names them.
@@ -15,10 +15,12 @@ def subcommands() -> Dict[str, Type]:
     """Subcommand name -> command dataclass."""
     from odin_ns.benchmarks.bench import BenchCommand
     from odin_ns.benchmarks.kernels_bench import KernelsBenchCommand
+    from odin_ns.benchmarks.timeline import TimelineCommand
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
 
-    return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "bench": BenchCommand, "bench-kernels": KernelsBenchCommand}
+    return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "bench": BenchCommand,
+            "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand}
 
 
 def entrypoint() -> None:

@@ -55,6 +55,11 @@ class OdinConfig(PrintableConfig):
     scale_with_batch: bool = True
     """Scale learning rates by sqrt(B), Adam betas to beta**B and count schedules in views, for B views per step
     over all ranks; False keeps splatfacto's per-step values whatever the batch."""
+    profile_steps: int = 0
+    """Record this many steps with torch.profiler (CPU ops, and CUDA kernels on GPUs) into profile_rank{r}.json.gz
+    in the run directory, one file per rank, for ``odin-ns timeline``; 0: off (no profiler at all)."""
+    profile_start: int = 200
+    """First profiled step. Pick steps clear of evaluation and logging steps (their waits are not training)."""
 
     def runtime_config(self) -> RuntimeConfig:
         delay = DelayLimits(

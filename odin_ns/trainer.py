@@ -8,7 +8,9 @@ What it adds to nerfstudio's Trainer:
   rates scale by sqrt(B), Adam betas become beta**B and the model's schedules count views (Grendel-GS's rules);
 - checkpoints are written after draining in-flight units on every rank, with plain Python numbers where nerfstudio
   1.1.5 leaves ``numpy.float64`` learning rates (torch >= 2.6 loads with ``weights_only=True`` and refuses those);
-- per-unit runtime statistics go to ``odin_units.jsonl`` in the run directory and to nerfstudio's writers.
+- per-unit runtime statistics go to ``odin_units.jsonl`` in the run directory and to nerfstudio's writers;
+- with ``--pipeline.odin.profile-steps N`` it records steps ``profile-start`` .. +N-1 with torch.profiler into
+  ``profile_rank{r}.json.gz`` per rank (:mod:`odin_ns.profiling`), the input of ``odin-ns timeline``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,12 @@ class OdinTrainer(Trainer):
             torch.cuda.set_device(local_rank)
         self._apply_batch_scaling(config, views_per_step=world_size)
         super().__init__(config, local_rank, world_size)
+        self._profile_window = None  # built only when asked for: training without it never touches the profiler
+        odin = config.pipeline.odin
+        if odin.profile_steps > 0:
+            from odin_ns.profiling import ProfileWindow
+
+            self._profile_window = ProfileWindow(odin.profile_start, odin.profile_steps, self.base_dir)
 
     @staticmethod
     def _share_run_directory(config: OdinTrainerConfig) -> None:
@@ -138,6 +146,11 @@ class OdinTrainer(Trainer):
         """One Odin task unit: the pipeline computes, exchanges and publishes; then the schedulers step."""
         if self.use_grad_scaler:
             raise ValueError("odin-splatfacto does not support mixed precision or a gradient scaler")
+        if self._profile_window is not None:
+            return self._profile_window.run(step, lambda: self._train_unit(step))
+        return self._train_unit(step)
+
+    def _train_unit(self, step: int) -> TRAIN_INTERATION_OUTPUT:
         self.optimizers.zero_grad_all()
         loss, loss_dict, metrics_dict = self.pipeline.train_unit(step, self.optimizers)
         self.optimizers.scheduler_step_all(step)
@@ -157,6 +170,12 @@ class OdinTrainer(Trainer):
         for key, value in records[-1].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 writer.put_scalar(name=f"Odin/{key}", scalar=value, step=step)
+
+    def _after_train(self) -> None:
+        """Training that ends inside the profile window still writes its trace (before the final checkpoint)."""
+        if self._profile_window is not None:
+            self._profile_window.close()
+        super()._after_train()
 
     def save_checkpoint(self, step: int) -> None:
         """Drain in-flight units on every rank, then (main process) write a weights_only-loadable checkpoint."""

@@ -1,0 +1,319 @@
+"""``odin-ns timeline``: how much of the NCCL exchange ran concurrently with compute, read from profiler traces.
+
+Usage (one trace per rank, written by training with ``--pipeline.odin.profile-steps``, see odin_ns/profiling.py):
+    torchrun --nproc-per-node 2 $(which ns-train) odin-splatfacto --data DATA --max-num-iterations 300 \\
+        --pipeline.odin.mode quality-first --pipeline.odin.profile-start 231 --pipeline.odin.profile-steps 6
+    odin-ns timeline outputs/.../profile_rank*.json.gz --out timeline.png
+It prints the overlap figures as JSON and draws one lane per (rank, CUDA stream): compute kernels green, NCCL orange.
+
+Why these figures: quality-first's claim is that unit t's exchange runs while unit t+1 renders. On each rank's GPU,
+communication time is the union of NCCL kernel intervals; the overlapped part is the portion of it during which a
+compute kernel ran on another stream (a stream runs its kernels one at a time, so only other streams can overlap).
+Step spans come from the ``odin_unit_{step}`` ranges the trainer records (their GPU projection where the trace has
+one, else the CPU range): each step is charged with what lies between its start and the next step's start.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import tyro
+
+Interval = Tuple[float, float]
+STEP_NAME = re.compile(r"^(?:odin_unit_|ProfilerStep#)(\d+)$")
+"""Ranges marking training steps: the trainer's record_function names, or torch.profiler's own step markers."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One GPU kernel of one rank's trace; times in microseconds on the host clock the trace shares across ranks."""
+
+    rank: int
+    stream: int
+    start: float
+    end: float
+    name: str
+
+    @property
+    def comm(self) -> bool:
+        return "nccl" in self.name.lower()
+
+
+@dataclass(frozen=True)
+class StepSpan:
+    rank: int
+    step: int
+    start: float
+    end: float
+
+
+@dataclass
+class RankTrace:
+    rank: int
+    path: Path
+    kernels: List[Kernel]
+    steps: List[StepSpan]
+
+
+# ----------------------------------------------------------------------------------------------------- reading
+
+
+def load_trace(path: Path) -> dict:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def trace_rank(trace: dict, path: Path, index: int) -> int:
+    """The rank a trace belongs to: the profiler's distributedInfo, else ``rank<N>`` in the file name, else order."""
+    info = trace.get("distributedInfo") or {}
+    if isinstance(info.get("rank"), int):
+        return info["rank"]
+    match = re.search(r"rank(\d+)", Path(path).name)
+    return int(match.group(1)) if match else index
+
+
+def _stream(event: dict) -> int:
+    args = event.get("args") or {}
+    if "stream" in args:
+        return int(args["stream"])
+    match = re.search(r"\d+", str(event.get("tid", 0)))  # kineto names kernel threads "stream 7"
+    return int(match.group()) if match else 0
+
+
+def read_rank_trace(path: Path, index: int = 0) -> RankTrace:
+    """Kernels and step spans of one trace file, on absolute host time (so ranks of one host line up)."""
+    trace = load_trace(path)
+    rank = trace_rank(trace, path, index)
+    base = float(trace.get("baseTimeNanoseconds", 0)) / 1000.0  # newer kineto writes ts relative to this
+    kernels: List[Kernel] = []
+    cpu_steps: Dict[int, List[Interval]] = defaultdict(list)
+    gpu_steps: Dict[int, List[Interval]] = defaultdict(list)
+    for event in trace.get("traceEvents", []):
+        if event.get("ph") != "X" or "ts" not in event:
+            continue
+        start = float(event["ts"]) + base
+        end = start + float(event.get("dur", 0.0))
+        category = event.get("cat", "")
+        if category == "kernel":
+            kernels.append(Kernel(rank, _stream(event), start, end, str(event.get("name", ""))))
+            continue
+        match = STEP_NAME.match(str(event.get("name", "")))
+        if match and category in ("user_annotation", "cpu_op"):
+            cpu_steps[int(match.group(1))].append((start, end))
+        elif match and category == "gpu_user_annotation":
+            gpu_steps[int(match.group(1))].append((start, end))
+    spans = gpu_steps or cpu_steps
+    steps = [StepSpan(rank, step, min(s for s, _ in ranges), max(e for _, e in ranges))
+             for step, ranges in sorted(spans.items())]
+    kernels.sort(key=lambda kernel: (kernel.start, kernel.stream))
+    return RankTrace(rank, Path(path), kernels, steps)
+
+
+# ---------------------------------------------------------------------------------------------- interval sets
+
+
+def union(intervals: Iterable[Interval]) -> List[Interval]:
+    """Sorted disjoint intervals covering the same time as ``intervals``."""
+    merged: List[Interval] = []
+    for start, end in sorted(intervals):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def intersect(a: Sequence[Interval], b: Sequence[Interval]) -> List[Interval]:
+    """Intersection of two sorted disjoint interval lists."""
+    out: List[Interval] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < end:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def measure(intervals: Iterable[Interval]) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def clip(intervals: Sequence[Interval], lo: float, hi: float) -> List[Interval]:
+    return [(max(s, lo), min(e, hi)) for s, e in intervals if min(e, hi) > max(s, lo)]
+
+
+# ------------------------------------------------------------------------------------------------- figures
+
+
+def comm_and_overlap(kernels: Sequence[Kernel]) -> Tuple[List[Interval], List[Interval], List[Interval]]:
+    """(communication time, its overlapped part, compute time) of one rank, as disjoint interval lists."""
+    comm_by_stream: Dict[int, List[Interval]] = defaultdict(list)
+    compute_by_stream: Dict[int, List[Interval]] = defaultdict(list)
+    for kernel in kernels:
+        (comm_by_stream if kernel.comm else compute_by_stream)[kernel.stream].append((kernel.start, kernel.end))
+    overlapped: List[Interval] = []
+    for stream, comm in comm_by_stream.items():
+        others = union(iv for other, ivs in compute_by_stream.items() if other != stream for iv in ivs)
+        overlapped.extend(intersect(union(comm), others))
+    comm_all = union(iv for ivs in comm_by_stream.values() for iv in ivs)
+    compute_all = union(iv for ivs in compute_by_stream.values() for iv in ivs)
+    return comm_all, union(overlapped), compute_all
+
+
+def _ms(microseconds: float) -> float:
+    return round(microseconds / 1000.0, 6)
+
+
+def _fraction(part: float, whole: float) -> Optional[float]:
+    return round(part / whole, 6) if whole > 0 else None
+
+
+def rank_summary(rank_trace: RankTrace) -> dict:
+    """Overlap figures of one rank over the profiled window, and per step where the trace marks steps."""
+    kernels = rank_trace.kernels
+    comm, overlapped, compute = comm_and_overlap(kernels)
+    summary = {
+        "trace": str(rank_trace.path),
+        "comm_kernels": sum(kernel.comm for kernel in kernels),
+        "compute_kernels": sum(not kernel.comm for kernel in kernels),
+        "comm_streams": sorted({kernel.stream for kernel in kernels if kernel.comm}),
+        "compute_streams": sorted({kernel.stream for kernel in kernels if not kernel.comm}),
+        "window_ms": _ms(max(k.end for k in kernels) - min(k.start for k in kernels)) if kernels else 0.0,
+        "compute_ms": _ms(measure(compute)),
+        "comm_ms": _ms(measure(comm)),
+        "overlapped_comm_ms": _ms(measure(overlapped)),
+        "exposed_comm_ms": _ms(measure(comm) - measure(overlapped)),
+        "overlapped_fraction": _fraction(measure(overlapped), measure(comm)),
+        "steps": [],
+    }
+    spans = rank_trace.steps
+    for index, span in enumerate(spans):
+        end = spans[index + 1].start if index + 1 < len(spans) else max([span.end] + [k.end for k in kernels])
+        step_comm, step_overlapped = clip(comm, span.start, end), clip(overlapped, span.start, end)
+        summary["steps"].append({
+            "step": span.step,
+            "duration_ms": _ms(end - span.start),
+            "comm_ms": _ms(measure(step_comm)),
+            "overlapped_comm_ms": _ms(measure(step_overlapped)),
+            "overlapped_fraction": _fraction(measure(step_overlapped), measure(step_comm)),
+        })
+    return summary
+
+
+def summarize(traces: Sequence[RankTrace]) -> dict:
+    """Per-rank figures and their totals over ranks."""
+    ranks = {str(trace.rank): rank_summary(trace) for trace in traces}
+    comm = sum(rank["comm_ms"] for rank in ranks.values())
+    overlapped = sum(rank["overlapped_comm_ms"] for rank in ranks.values())
+    total = {"comm_ms": round(comm, 6), "overlapped_comm_ms": round(overlapped, 6),
+             "exposed_comm_ms": round(comm - overlapped, 6), "overlapped_fraction": _fraction(overlapped, comm)}
+    return {"total": total, "ranks": ranks}
+
+
+# ------------------------------------------------------------------------------------------------- plotting
+
+
+def plot_window(traces: Sequence[RankTrace], steps: int) -> Tuple[float, float]:
+    """Time window of the first ``steps`` marked steps (over all ranks), or of every kernel where none are marked."""
+    marked = sorted({span.step for trace in traces for span in trace.steps})
+    kernels = [kernel for trace in traces for kernel in trace.kernels]
+    if not marked:
+        return min(k.start for k in kernels), max(k.end for k in kernels)
+    chosen = set(marked[:steps])
+    spans = [span for trace in traces for span in trace.steps if span.step in chosen]
+    ends = []
+    for trace in traces:  # each rank up to its first step after the chosen ones (or its last kernel)
+        after = [span.start for span in trace.steps if span.step > max(chosen)]
+        ends.append(min(after) if after else max([s.end for s in trace.steps] + [k.end for k in trace.kernels]))
+    return min(span.start for span in spans), max(ends)
+
+
+def plot_timeline(traces: Sequence[RankTrace], out: Path, steps: int = 6, title: str = "") -> Path:
+    """One lane per (rank, stream): compute kernels green, NCCL kernels orange, step starts as vertical lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lo, hi = plot_window(traces, steps)
+    lanes = sorted({(kernel.rank, kernel.stream) for trace in traces for kernel in trace.kernels})
+    lane_of = {lane: index for index, lane in enumerate(lanes)}
+    bars: Dict[Tuple[int, bool], List[Interval]] = defaultdict(list)
+    for trace in traces:
+        for kernel in trace.kernels:
+            for start, end in clip([(kernel.start, kernel.end)], lo, hi):
+                lane = lane_of[(kernel.rank, kernel.stream)]
+                bars[(lane, kernel.comm)].append(((start - lo) / 1e3, (end - start) / 1e3))
+    figure, axis = plt.subplots(figsize=(14, 0.5 * len(lanes) + 2))
+    for (lane, comm), ranges in bars.items():
+        axis.broken_barh(ranges, (lane - 0.4, 0.8), facecolors="tab:orange" if comm else "tab:green", linewidth=0)
+    for trace in traces:
+        rows = [lane_of[lane] for lane in lanes if lane[0] == trace.rank]
+        if not rows:
+            continue
+        for span in trace.steps:
+            if lo <= span.start <= hi:
+                x = (span.start - lo) / 1e3
+                axis.vlines(x, min(rows) - 0.5, max(rows) + 0.5, colors="black", linewidth=0.8, linestyles="--")
+                axis.text(x, max(rows) + 0.45, f" step {span.step}", fontsize=7, va="bottom")
+    comm_streams = {(k.rank, k.stream) for trace in traces for k in trace.kernels if k.comm}
+    axis.set_yticks(range(len(lanes)),
+                    [f"rank {r} stream {s}{' (nccl)' if (r, s) in comm_streams else ''}" for r, s in lanes])
+    axis.set_ylim(-0.6, len(lanes) - 0.4)
+    axis.invert_yaxis()
+    axis.set_xlim(0, (hi - lo) / 1e3)
+    axis.set_xlabel("ms  (green: compute kernels, orange: NCCL kernels, dashed: step starts)")
+    axis.set_title(title or "GPU timeline of the profiled steps")
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=130)
+    plt.close(figure)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- command
+
+
+@dataclass
+class TimelineCommand:
+    """Overlap of NCCL with compute kernels in profiler traces (JSON on stdout) and a timeline plot."""
+
+    traces: Annotated[Tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="TRACE")]
+    """Chrome traces written by --pipeline.odin.profile-steps (profile_rank*.json.gz), one per rank."""
+    out: Path = Path("timeline.png")
+    """Timeline plot to write."""
+    steps: int = 6
+    """Marked steps shown in the plot (the JSON figures cover the whole window)."""
+
+    def main(self) -> None:
+        if not self.traces:
+            raise SystemExit("error: give at least one trace (profile_rank*.json.gz)")
+        traces = [read_rank_trace(path, index) for index, path in enumerate(self.traces)]
+        if not any(trace.kernels for trace in traces):
+            raise SystemExit(f"no GPU kernels in {', '.join(map(str, self.traces))}: a CPU-only profile "
+                             "(no CUDA activity recorded), so there is no stream overlap to measure")
+        summary = summarize(traces)
+        print(json.dumps(summary, indent=2))
+        total = summary["total"]
+        fraction = total["overlapped_fraction"]
+        title = (f"{len(traces)} rank(s): {total['overlapped_comm_ms']:.2f} of {total['comm_ms']:.2f} ms of NCCL "
+                 f"kernel time overlapped with compute ({100 * fraction:.1f}%)" if fraction is not None
+                 else "no NCCL kernels")
+        print(f"timeline written to {plot_timeline(traces, self.out, self.steps, title)}")
+
+
+if __name__ == "__main__":
+    tyro.cli(TimelineCommand).main()

@@ -1,0 +1,110 @@
+"""Profiler window and ``odin-ns timeline``: exact overlap figures on a synthetic trace, and a real CPU profile
+through ns-train (which has no GPU kernels: the command must say so in one line)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from odin_ns.benchmarks.timeline import TimelineCommand, read_rank_trace, summarize
+from training import BIN, train
+
+BASE_NS = 1_000_000_000
+"""baseTimeNanoseconds of the synthetic traces: the figures must not depend on it."""
+
+
+def kernel(name: str, stream: int, start: float, end: float, via_tid: bool = False) -> dict:
+    event = {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "ts": start, "dur": end - start, "args": {}}
+    if via_tid:
+        event["tid"] = f"stream {stream}"  # kineto's thread name for a stream, when args lack it
+    else:
+        event.update(tid=stream, args={"stream": stream, "device": 0})
+    return event
+
+
+def annotation(step: int, start: float, end: float, category: str) -> dict:
+    return {"ph": "X", "cat": category, "name": f"odin_unit_{step}", "pid": 0, "tid": 1, "ts": start,
+            "dur": end - start}
+
+
+def write_trace(path: Path, events: list, rank: int | None = None) -> Path:
+    trace = {"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS, "traceEvents": events}
+    if rank is not None:
+        trace["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+    with gzip.open(path, "wt") as handle:
+        json.dump(trace, handle)
+    return path
+
+
+@pytest.fixture
+def synthetic_traces(tmp_path: Path) -> list:
+    """Rank 0 (microseconds): compute on stream 7 at [0,100] and [150,300], NCCL on stream 20 at [50,200] and
+    [400,500]: 250 us of communication, 100 of it overlapped; steps 10 = [0,350) and 11 = [350,520] (GPU ranges;
+    the CPU ranges differ and must be ignored). Rank 1: NCCL [0,100] fully under compute [0,200]."""
+    rank0 = write_trace(tmp_path / "a.json.gz", [
+        kernel("void splat_fwd<float>(...)", 7, 0, 100),
+        kernel("rasterize_bwd", 7, 150, 300, via_tid=True),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 20, 50, 200),
+        kernel("ncclKernel_AllGather_RING_LL_Sum_int8_t", 20, 400, 500),
+        annotation(10, 0, 320, "gpu_user_annotation"),
+        annotation(11, 350, 520, "gpu_user_annotation"),
+        annotation(10, -90, 5, "user_annotation"),
+        annotation(11, 5, 90, "user_annotation"),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+    ], rank=0)
+    rank1 = write_trace(tmp_path / "b.json.gz", [
+        kernel("gaussian_kernel", 7, 0, 200),
+        kernel("ncclDevKernel_AllReduce", 13, 0, 100),
+        annotation(10, 0, 100, "user_annotation"),
+    ], rank=1)
+    return [rank1, rank0]
+
+
+def test_synthetic_trace_exact_overlap(synthetic_traces: list):
+    summary = summarize([read_rank_trace(path, index) for index, path in enumerate(synthetic_traces)])
+    rank0, rank1 = summary["ranks"]["0"], summary["ranks"]["1"]
+    assert rank0["comm_kernels"] == 2 and rank0["compute_kernels"] == 2
+    assert rank0["comm_streams"] == [20] and rank0["compute_streams"] == [7]
+    assert rank0["comm_ms"] == pytest.approx(0.25)
+    assert rank0["overlapped_comm_ms"] == pytest.approx(0.1)
+    assert rank0["exposed_comm_ms"] == pytest.approx(0.15)
+    assert rank0["overlapped_fraction"] == pytest.approx(0.4)
+    assert rank0["compute_ms"] == pytest.approx(0.25) and rank0["window_ms"] == pytest.approx(0.5)
+    assert rank0["steps"] == [
+        {"step": 10, "duration_ms": pytest.approx(0.35), "comm_ms": pytest.approx(0.15),
+         "overlapped_comm_ms": pytest.approx(0.1), "overlapped_fraction": pytest.approx(2 / 3)},
+        {"step": 11, "duration_ms": pytest.approx(0.17), "comm_ms": pytest.approx(0.1),
+         "overlapped_comm_ms": 0.0, "overlapped_fraction": 0.0},
+    ]
+    assert rank1["overlapped_fraction"] == pytest.approx(1.0) and [s["step"] for s in rank1["steps"]] == [10]
+    assert summary["total"] == {"comm_ms": pytest.approx(0.35), "overlapped_comm_ms": pytest.approx(0.2),
+                                "exposed_comm_ms": pytest.approx(0.15), "overlapped_fraction": pytest.approx(4 / 7)}
+
+
+def test_timeline_command_prints_json_and_plots(synthetic_traces: list, tmp_path: Path, capsys):
+    out = tmp_path / "plot" / "timeline.png"
+    TimelineCommand(traces=tuple(synthetic_traces), out=out, steps=1).main()
+    printed = capsys.readouterr().out
+    figures = json.loads(printed[: printed.rindex("}") + 1])
+    assert figures["total"]["overlapped_fraction"] == pytest.approx(4 / 7)
+    assert out.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_profile_window_through_ns_train_on_cpu(tiny_scene: Path, tmp_path: Path):
+    """Steps 1 and 2 of a 4-step CPU run are profiled into the run directory; timeline finds no GPU kernels."""
+    run_dir = train(tiny_scene, tmp_path, 4, "--pipeline.odin.profile-start", "1", "--pipeline.odin.profile-steps", "2")
+    (trace_file,) = run_dir.glob("profile_rank*.json.gz")
+    assert trace_file.name == "profile_rank0.json.gz"
+    rank_trace = read_rank_trace(trace_file)
+    assert [span.step for span in rank_trace.steps] == [1, 2] and rank_trace.kernels == []
+    result = subprocess.run([str(BIN / "odin-ns"), "timeline", str(trace_file), "--out", str(tmp_path / "t.png")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    message = [line for line in result.stderr.splitlines() if "no GPU kernels" in line]
+    assert len(message) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "t.png").exists()
