@@ -8,18 +8,23 @@ saved beside the dataset (`scene_gaussians.npz`) for benchmarks.
 World frame: COLMAP's convention, gravity along +y (up is -y), ground plane at y = 0; cameras are OpenCV
 (x right, y down, z forward). Images are RGBA PNGs whose alpha is the rendered opacity, so a trainer with any
 background colour sees the true scene (nerfstudio's splatfacto composites RGBA targets onto its background).
-Sizes are linear in every option, so a large preset (millions of Gaussians, hundreds of views) is just options.
+Sizes are linear in every option, so a large preset (millions of Gaussians, hundreds of views) is just options;
+on CUDA it renders with gsplat, elsewhere with the pure-torch reference rasterizer (same arguments, same rules).
 """
 
 from __future__ import annotations
 
 import colorsys
 import math
+import os
 import shutil
 import tempfile
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Callable
+from typing import Annotated, Callable, Iterator, Literal
 
 import numpy as np
 import torch
@@ -28,7 +33,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from odin_ns.data.colmap_writer import write_colmap_model
-from odin_ns.rendering.reference import rasterize_reference
+from odin_ns.rendering import rasterize_fn, resolve_renderer
 
 SCENE_GAUSSIANS_FILE = "scene_gaussians.npz"
 IMAGES_DIR = "images"
@@ -59,7 +64,24 @@ DEPTH_TOLERANCE = 0.03
 NEAR_PLANE = 0.05
 """Points closer to a camera than this (in depth) are not projected."""
 RENDER_BATCH_VIEWS = 8
-"""Views per rasterizer call: batching amortizes the reference rasterizer's per-call overhead (about 5x faster)."""
+"""Views per reference-rasterizer call: batching amortizes its per-call overhead (about 5x faster)."""
+GSPLAT_RENDER_BATCH_VIEWS = 16
+"""Views per gsplat call: ~1M Gaussians at 1280x720 take well under 1 GiB a view, and bigger batches keep the GPU
+busy between the host-side steps (observations, PNG hand-off)."""
+FAST_PNG_MIN_PIXELS = 1 << 18
+"""From this image size on, PNGs use zlib level 1: at 1280x720, level 6 (PIL's default) is several times slower
+and would dominate generation; smaller images keep the default so their bytes stay as they were."""
+FAST_PNG_COMPRESS_LEVEL = 1
+
+
+def resolve_device(name: str) -> torch.device:
+    """"auto" -> cuda when available, else cpu; any other name is parsed by torch."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError as error:
+        raise ValueError(f"device must be 'auto' or a torch device, got {name!r}") from error
 
 
 @dataclass(frozen=True)
@@ -83,14 +105,22 @@ class DemoSceneOptions:
     wide_view_fraction: float = 0.125
     """Fraction of views that look at the whole scene from above instead of at one region."""
     seed: int = 0
-    """Seed of everything random; a seed gives byte-identical output."""
+    """Seed of everything random; a seed gives byte-identical output (for a given device)."""
+    max_track_length: int = 0
+    """Observations kept per 3D point in the COLMAP model, evenly spread over its views (0: all). Training reads
+    only the points, but nerfstudio parses every observation in Python at startup."""
+    device: str = "auto"
+    """Torch device to render on: "auto" is cuda when available (gsplat's rasterizer), else cpu (the reference)."""
 
     def __post_init__(self) -> None:
+        resolve_device(self.device)  # fail early on a bad device name
         for name in ("num_views", "num_regions", "gaussians_per_region", "num_points3d"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.width < 8 or self.height < 8:
             raise ValueError(f"image size must be at least 8x8 pixels, got {self.width}x{self.height}")
+        if self.max_track_length < 0 or self.max_track_length == 1:
+            raise ValueError(f"max_track_length must be 0 (all) or at least 2, got {self.max_track_length}")
         if self.ground_gaussians_per_region < 0:
             raise ValueError(f"ground_gaussians_per_region must be >= 0, got {self.ground_gaussians_per_region}")
         if not 0.0 <= self.wide_view_fraction <= 1.0:
@@ -104,9 +134,13 @@ LARGER_DEMO_SCENE = DemoSceneOptions(
     num_regions=8,
     gaussians_per_region=131_072,
     ground_gaussians_per_region=4096,
-    num_points3d=100_000,
+    num_points3d=1_300_000,
+    max_track_length=8,
 )
-"""Benchmark-sized preset: about 1.08M Gaussians, 240 views at 1280x720 (too slow to render with the CPU reference)."""
+"""Benchmark-sized preset: about 1.08M Gaussians, 240 views at 1280x720 (needs CUDA: too slow for the CPU reference).
+splatfacto starts with one Gaussian per COLMAP point, so num_points3d is chosen for >= 1M points seen by 2+ views."""
+PRESETS = {"default": DemoSceneOptions(), "large": LARGER_DEMO_SCENE}
+"""`odin-ns demo-scene --preset NAME` starts from these options."""
 
 
 @dataclass
@@ -370,6 +404,47 @@ def observe_points(
     return observed, pixels[observed]
 
 
+def observe_points_torch(
+    points: torch.Tensor,
+    world_to_camera: torch.Tensor,
+    intrinsics: torch.Tensor,
+    alpha: torch.Tensor,
+    expected_depth: torch.Tensor,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`observe_points` on the render's device (float64 tensors), for ~1M points x hundreds of views on a GPU.
+    Same rule; the CPU path keeps numpy because torch's matmul rounds differently and the bytes would change."""
+    height, width = alpha.shape
+    camera_points = points @ world_to_camera[:3, :3].T + world_to_camera[:3, 3]
+    depth = camera_points[:, 2]
+    in_front = depth > NEAR_PLANE
+    pixels = (camera_points @ intrinsics.T)[:, :2] / torch.where(in_front, depth, 1.0)[:, None]
+    inside = in_front & (pixels[:, 0] >= 0) & (pixels[:, 0] < width) & (pixels[:, 1] >= 0) & (pixels[:, 1] < height)
+    candidates = torch.nonzero(inside).squeeze(1)
+    column, row = torch.floor(pixels[candidates]).long().T
+    rendered_depth = expected_depth[row, column].double()
+    visible = (alpha[row, column] > MIN_VISIBLE_ALPHA) & (
+        torch.abs(depth[candidates] - rendered_depth) < DEPTH_TOLERANCE * rendered_depth
+    )
+    observed = candidates[visible]
+    return observed.cpu().numpy(), pixels[observed].cpu().numpy()
+
+
+def frustum_fractions(
+    means: np.ndarray, world_to_cameras: np.ndarray, intrinsics: np.ndarray, width: int, height: int
+) -> np.ndarray:
+    """[V]: fraction of the Gaussians whose centre projects inside each view (in front of the near plane), without
+    rendering. Odin's scoped exchange pays off while views see well under half of the scene."""
+    fractions = np.empty(len(world_to_cameras))
+    for view, world_to_camera in enumerate(world_to_cameras.astype(means.dtype)):
+        camera_points = means @ world_to_camera[:3, :3].T + world_to_camera[:3, 3]
+        depth = camera_points[:, 2]
+        in_front = depth > NEAR_PLANE
+        u = (intrinsics[0, 0] * camera_points[:, 0] + intrinsics[0, 2] * depth) / np.where(in_front, depth, 1.0)
+        v = (intrinsics[1, 1] * camera_points[:, 1] + intrinsics[1, 2] * depth) / np.where(in_front, depth, 1.0)
+        fractions[view] = np.mean(in_front & (u >= 0) & (u < width) & (v >= 0) & (v < height))
+    return fractions
+
+
 @torch.no_grad()
 def render_views(
     scene_tensors: dict[str, torch.Tensor],
@@ -377,74 +452,146 @@ def render_views(
     intrinsics: np.ndarray,
     width: int,
     height: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Straight-alpha RGB [V,H,W,3], alpha [V,H,W] and expected depth [V,H,W] of views rendered on the CPU."""
-    colors, alphas, _ = rasterize_reference(
+    rasterize: Callable = rasterize_fn("reference"),
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """RGBA uint8 [V,H,W,4] (straight alpha), alpha [V,H,W] and expected depth [V,H,W] on the scene's device;
+    `rasterize` is gsplat's `rasterization` or the reference (same arguments). The 8-bit image is made on the
+    device so only a quarter of the float data crosses to the host."""
+    device = scene_tensors["means"].device
+    colors, alphas, _ = rasterize(
         **scene_tensors,
-        viewmats=torch.from_numpy(world_to_cameras).float(),
-        Ks=torch.from_numpy(intrinsics).float().expand(len(world_to_cameras), 3, 3),
+        viewmats=torch.from_numpy(world_to_cameras).float().to(device),
+        Ks=torch.from_numpy(intrinsics).float().to(device).expand(len(world_to_cameras), 3, 3).contiguous(),
         width=width,
         height=height,
         render_mode="RGB+ED",
     )
-    alpha = alphas[..., 0].numpy()
-    rgb = colors[..., :3].numpy() / np.maximum(alpha, 1e-6)[..., None]
-    return np.clip(rgb, 0.0, 1.0), alpha, colors[..., 3].numpy()
+    alpha = alphas[..., 0]
+    rgb = torch.clamp(colors[..., :3] / torch.clamp(alpha, min=1e-6)[..., None], 0.0, 1.0)
+    rgba = torch.round(torch.cat([rgb, alpha[..., None]], dim=-1) * 255).to(torch.uint8)
+    return rgba, alpha, colors[..., 3]
+
+
+class PhaseTimer:
+    """Wall-clock seconds per generation phase, printed at the end so a slow phase on a new machine is obvious."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in self.seconds.items())
+        return f"{parts}; total {sum(self.seconds.values()):.1f} s"
+
+
+def _save_png(path: Path, rgba: np.ndarray) -> None:
+    large = rgba.shape[0] * rgba.shape[1] >= FAST_PNG_MIN_PIXELS
+    Image.fromarray(rgba).save(path, **({"compress_level": FAST_PNG_COMPRESS_LEVEL} if large else {}))
 
 
 def _write_scene_files(directory: Path, options: DemoSceneOptions) -> str:
-    """Render the scene into `directory` (images, COLMAP model, ground truth); return a one-line summary."""
-    scene = build_scene_gaussians(options)
-    cameras = build_cameras(options, scene.region_centers)
-    points, point_colors = sample_surface_points(scene, options.num_points3d, np.random.default_rng([options.seed, 2]))
-    scene_tensors = {
-        "means": torch.from_numpy(scene.means),
-        "quats": torch.from_numpy(scene.quats),
-        "scales": torch.from_numpy(scene.scales),
-        "opacities": torch.from_numpy(scene.opacities),
-        "colors": torch.from_numpy(scene.colors),
-    }
+    """Render the scene into `directory` (images, COLMAP model, ground truth); return a summary with timings."""
+    timer = PhaseTimer()
+    with timer("build"):
+        scene = build_scene_gaussians(options)
+        cameras = build_cameras(options, scene.region_centers)
+        points, point_colors = sample_surface_points(
+            scene, options.num_points3d, np.random.default_rng([options.seed, 2])
+        )
+        device = resolve_device(options.device)
+        renderer = resolve_renderer("auto", device)
+        rasterize = rasterize_fn(renderer)
+        batch_views = GSPLAT_RENDER_BATCH_VIEWS if renderer == "gsplat" else RENDER_BATCH_VIEWS
+        scene_tensors = {
+            name: torch.from_numpy(getattr(scene, name)).to(device)
+            for name in ("means", "quats", "scales", "opacities", "colors")
+        }
+        on_host = device.type == "cpu"
+        if not on_host:  # observations on the device: float64 like the numpy path
+            points_device = torch.from_numpy(points).to(device)
+            world_to_cameras_device = torch.from_numpy(cameras.world_to_cameras).to(device)
+            intrinsics_device = torch.from_numpy(cameras.intrinsics).to(device)
     (directory / IMAGES_DIR).mkdir(parents=True)
     image_names = [f"frame_{view + 1:05d}.png" for view in range(options.num_views)]
     observation_views, observation_points, observation_xys = [], [], []
-    with tqdm(total=options.num_views, desc="Rendering demo scene", unit="view") as progress:
-        for first_view in range(0, options.num_views, RENDER_BATCH_VIEWS):
-            batch = range(first_view, min(first_view + RENDER_BATCH_VIEWS, options.num_views))
-            rgbs, alphas, expected_depths = render_views(
-                scene_tensors,
-                cameras.world_to_cameras[batch.start : batch.stop],
-                cameras.intrinsics,
-                options.width,
-                options.height,
-            )
-            for view, rgb, alpha, expected_depth in zip(batch, rgbs, alphas, expected_depths):
-                rgba = np.round(np.concatenate([rgb, alpha[..., None]], axis=-1) * 255).astype(np.uint8)
-                Image.fromarray(rgba).save(directory / IMAGES_DIR / image_names[view])
-                observed, pixels = observe_points(
-                    points, cameras.world_to_cameras[view], cameras.intrinsics, alpha, expected_depth
+    workers = min(16, os.cpu_count() or 1)
+    pending: list[Future] = []
+    with ThreadPoolExecutor(max_workers=workers) as png_writers, tqdm(
+        total=options.num_views, desc=f"Rendering demo scene ({renderer} on {device})", unit="view"
+    ) as progress:
+        for first_view in range(0, options.num_views, batch_views):
+            batch = range(first_view, min(first_view + batch_views, options.num_views))
+            with timer("render"):
+                rgbas, alphas, expected_depths = render_views(
+                    scene_tensors,
+                    cameras.world_to_cameras[batch.start : batch.stop],
+                    cameras.intrinsics,
+                    options.width,
+                    options.height,
+                    rasterize=rasterize,
                 )
-                observation_views.append(np.full(len(observed), view))
-                observation_points.append(observed)
-                observation_xys.append(pixels)
+                rgbas = rgbas.cpu().numpy()
+            with timer("write images"):  # hand-off; waits only when the writers fall behind by a few batches
+                for view, rgba in zip(batch, rgbas):
+                    pending.append(png_writers.submit(_save_png, directory / IMAGES_DIR / image_names[view], rgba))
+                while len(pending) > 2 * max(workers, batch_views):
+                    pending.pop(0).result()
+            with timer("observe"):
+                for view, alpha, expected_depth in zip(batch, alphas, expected_depths):
+                    if on_host:
+                        observed, pixels = observe_points(
+                            points, cameras.world_to_cameras[view], cameras.intrinsics, alpha.numpy(),
+                            expected_depth.numpy(),
+                        )
+                    else:
+                        observed, pixels = observe_points_torch(
+                            points_device, world_to_cameras_device[view], intrinsics_device, alpha, expected_depth
+                        )
+                    observation_views.append(np.full(len(observed), view, dtype=np.int32))
+                    observation_points.append(observed.astype(np.int32))
+                    observation_xys.append(pixels)
             progress.update(len(batch))
+        with timer("write images"):
+            for future in pending:
+                future.result()
+    del scene_tensors, alphas, expected_depths
 
-    num_points3d = write_colmap_model(
-        directory / COLMAP_MODEL_DIR,
-        intrinsics=cameras.intrinsics,
-        width=options.width,
-        height=options.height,
-        world_to_cameras=cameras.world_to_cameras,
-        image_names=image_names,
-        points_xyz=points,
-        points_rgb=point_colors,
-        observation_views=np.concatenate(observation_views),
-        observation_points=np.concatenate(observation_points),
-        observation_xys=np.concatenate(observation_xys).astype(np.float64),
+    with timer("write colmap"):
+        num_points3d = write_colmap_model(
+            directory / COLMAP_MODEL_DIR,
+            intrinsics=cameras.intrinsics,
+            width=options.width,
+            height=options.height,
+            world_to_cameras=cameras.world_to_cameras,
+            image_names=image_names,
+            points_xyz=points,
+            points_rgb=point_colors,
+            observation_views=np.concatenate(observation_views),
+            observation_points=np.concatenate(observation_points),
+            observation_xys=np.concatenate(observation_xys).astype(np.float64),
+            max_track_length=options.max_track_length or None,
+        )
+    with timer("write ground truth"):
+        scene.save(directory / SCENE_GAUSSIANS_FILE)
+    visibility = frustum_fractions(
+        scene.means[:: max(1, len(scene.means) // 100_000)],  # a strided sample: the fraction, not the exact count
+        cameras.world_to_cameras,
+        cameras.intrinsics,
+        options.width,
+        options.height,
     )
-    scene.save(directory / SCENE_GAUSSIANS_FILE)
     return (
         f"{options.num_views} views of {options.width}x{options.height} px, {len(scene.means)} Gaussians "
-        f"in {options.num_regions} regions, {num_points3d} 3D points seen by 2+ views"
+        f"in {options.num_regions} regions, {num_points3d} 3D points seen by 2+ views; a view's frustum holds "
+        f"{visibility.mean():.1%} of the Gaussians on average (max {visibility.max():.1%}); "
+        f"rendered with {renderer} on {device}\nTiming: {timer.summary()}"
     )
 
 
@@ -487,9 +634,24 @@ class DemoSceneCommand(DemoSceneOptions):
     """Directory to create (must be missing or empty, unless --overwrite)."""
     overwrite: bool = False
     """Replace an existing demo scene in out_dir."""
+    preset: Literal["default", "large"] = "default"
+    """Starting sizes: "default" (small, CPU-friendly) or "large" (LARGER_DEMO_SCENE: ~1.08M Gaussians, 240 views
+    at 1280x720, needs CUDA). Options given on the command line with a non-default value override the preset."""
+
+    def options(self) -> DemoSceneOptions:
+        """The preset with this command's non-default options applied."""
+        defaults, preset = DemoSceneOptions(), PRESETS[self.preset]
+        return DemoSceneOptions(
+            **{
+                field.name: getattr(self, field.name)
+                if getattr(self, field.name) != getattr(defaults, field.name)
+                else getattr(preset, field.name)
+                for field in fields(DemoSceneOptions)
+            }
+        )
 
     def main(self) -> None:
         try:
-            write_demo_scene(self.out_dir, self, overwrite=self.overwrite)
+            write_demo_scene(self.out_dir, self.options(), overwrite=self.overwrite)
         except FileExistsError as error:
             raise SystemExit(f"error: {error}") from None
