@@ -46,7 +46,10 @@ class OdinConfig(PrintableConfig):
     exchange: Literal["dense", "scoped", "auto"] = "auto"
     """dense: all-reduce every row; scoped: only the rows some rank updated; auto: scoped when the scope is small."""
     bucket_mb: float = 25.0
-    """Size of one all-reduced bucket of gradient rows."""
+    """Largest all-reduced bucket of gradient rows in the overlapped modes (sync sends all rows in one)."""
+    min_buckets: int = 8
+    """Cut the exchange into at least this many row ranges: the granularity at which a conflicting unit waits for
+    part of the previous unit's exchange. Every bucket is one more collective to launch and wait for."""
     timeout_s: float = 600.0
     """A rank waiting longer than this on a collective (a peer died or hung) exits with an error."""
     adam: Literal["selective", "dense"] = "selective"
@@ -71,7 +74,8 @@ class OdinConfig(PrintableConfig):
         return RuntimeConfig(
             mode="sync" if self.mode == "no-exchange" else self.mode,
             exchange=self.exchange,
-            adam_rows=self.adam, bucket_bytes=int(self.bucket_mb * 2**20), timeout_s=self.timeout_s, delay=delay
+            adam_rows=self.adam, bucket_bytes=int(self.bucket_mb * 2**20), min_buckets=self.min_buckets,
+            timeout_s=self.timeout_s, delay=delay
         )
 
 

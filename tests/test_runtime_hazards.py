@@ -150,3 +150,10 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         all_reduce_statistics({"count": torch.zeros(3)}, {}, timedelta(seconds=1))
     with pytest.raises(ValueError, match="must be one of"):
         all_reduce_statistics({"count": torch.zeros(3)}, {"count": "mean"}, timedelta(seconds=1))
+
+
+def test_buckets_publish_in_runs_of_consecutive_ranges():
+    from odin_ns.runtime.executor import consecutive_runs
+
+    assert consecutive_runs([3, 0, 1, 5, 6, 7]) == [[0, 1], [3], [5, 6, 7]]
+    assert consecutive_runs([]) == []

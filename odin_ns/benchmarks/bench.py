@@ -49,6 +49,8 @@ class BenchCommand:
     """Also train stock nerfstudio splatfacto and Odin with one rank, the single-GPU references."""
     out: Path = Path("outputs/bench")
     """Folder for runs, results.json and plots."""
+    quality: bool = True
+    """Evaluate held-out PSNR/SSIM (ns-eval) after each run; off: speed only."""
     full_resolution: bool = True
     """Train at full image resolution from the first step (splatfacto otherwise renders at 1/4 then 1/2 resolution
     for its first 3,000 and 6,000 steps, which short benchmark runs would measure instead)."""
@@ -99,9 +101,9 @@ class BenchCommand:
         units = run_dir / "odin_units.jsonl"
         if units.exists():
             record.update(unit_summary([json.loads(line) for line in units.read_text().splitlines()]))
-        if name == GSPLAT_PEER:
+        if self.quality and name == GSPLAT_PEER:
             record["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
-        elif name != "no-exchange":
+        elif self.quality and name != "no-exchange":
             record["quality"] = evaluate(run_dir, stock=name == STOCK)
         return record
 

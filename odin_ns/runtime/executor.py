@@ -107,7 +107,8 @@ class RuntimeConfig:
     """Approximate size of one all-reduced bucket of packed gradient rows."""
     min_buckets: int = 8
     """At least this many buckets (row ranges) where the rows allow: the granularity at which a conflicting unit
-    waits for, and publishes, part of the previous unit's exchange."""
+    waits for, and publishes, part of the previous unit's exchange. Every mode, sync included, cuts the same
+    buckets, so all reduce in the same order and quality-first stays bit-identical to sync for any world size."""
     scoped_below: float = 0.25
     """With ``exchange="auto"``, the largest |update scope| / N for which the scoped exchange is used."""
     adam_rows: str = "selective"
@@ -129,6 +130,8 @@ class RuntimeConfig:
             raise ValueError(f"scoped_below must be within [0, 1], got {self.scoped_below}")
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        if self.min_buckets < 1:
+            raise ValueError(f"min_buckets must be at least 1, got {self.min_buckets}")
 
 
 @dataclass
@@ -161,6 +164,9 @@ class _InFlightUnit:
     delayed_scope: torch.Tensor | None = None
     """Rows unit t+1 was admitted to read stale (throughput-first): published after it ran, never re-run for."""
     published: set[int] = field(default_factory=set)
+    packed: torch.Tensor | None = None
+    """Dense exchange: all gradient rows packed once into [N, columns]; bucket b all-reduces the contiguous row slice
+    of its range in place, and consecutive published buckets unpack as one slice."""
 
     def buffers(self) -> list[torch.Tensor]:
         """Memory the exchange and publication of this unit touch (for the WAW/WAR staging check)."""
@@ -410,12 +416,14 @@ class OdinRuntime:
             return
         staged.record.exchange = "dense" if scoped_indices is None else "scoped"
         grads = list(staged.grads.values())
+        if scoped_indices is None:
+            in_flight.packed = pack_rows(grads, (0, self.num_rows))
         for bucket, row_range in enumerate(self._buckets.ranges):
             indices = scoped_indices[bucket] if scoped_indices is not None else None
             if indices is not None and indices.numel() == 0:
                 continue
             collective = all_reduce_sum_async(
-                pack_rows(grads, row_range, indices),
+                pack_rows(grads, row_range, indices) if indices is not None else in_flight.packed[slice(*row_range)],
                 f"gradient bucket {bucket} (rows {row_range[0]}-{row_range[1]}) of unit {staged.unit_id}",
                 self._timeout,
                 self._clock,
@@ -473,8 +481,8 @@ class OdinRuntime:
             in_flight.hazards = replace(in_flight.hazards, delay=self._window_delay(in_flight))
         hazards = in_flight.hazards
         first = self.policy.buckets_to_publish_first(hazards)
-        for bucket in first:
-            self._publish_bucket(in_flight, bucket)
+        for run in consecutive_runs(first):
+            self._publish_run(in_flight, run)
         window = {
             "decisions": {
                 HazardKind.RAW.value: "rejected" if first else "admitted",
@@ -532,38 +540,43 @@ class OdinRuntime:
             if rows and bucket not in in_flight.published
         ]
 
-    def _publish_bucket(self, in_flight: _InFlightUnit, bucket: int) -> None:
-        """Reduce-average bucket ``bucket``'s gradient rows into the unit's staging and step the optimizers on the
-        update-scope rows of its range (the first bucket published advances the Adam step count)."""
+    def _publish_run(self, in_flight: _InFlightUnit, run: list[int]) -> None:
+        """Reduce-average the gradient rows of the consecutive buckets ``run`` into the unit's staging and step the
+        optimizers once over the update-scope rows of their ranges (the unit's first publication advances the Adam
+        step count). One run instead of one publication per bucket: the host cost is per launch, not per row."""
         self._check_version(in_flight.staged, in_flight)
         record = in_flight.staged.record
-        row_range = self._buckets.ranges[bucket]
-        if bucket in in_flight.buckets:
-            collective, indices = in_flight.buckets[bucket]
-            reduced = self._wait(collective, record)
-            start = self._clock.now()
-            reduced.div_(self._world_size)
-            unpack_rows(list(in_flight.staged.grads.values()), row_range, indices, reduced)
+        sent = [bucket for bucket in run if bucket in in_flight.buckets]
+        reduced = {bucket: self._wait(in_flight.buckets[bucket][0], record) for bucket in sent}
+        start = self._clock.now()
+        grads = list(in_flight.staged.grads.values())
+        if in_flight.packed is not None and sent:  # dense: every bucket was sent, the run is one row slice
+            rows = (self._buckets.ranges[sent[0]][0], self._buckets.ranges[sent[-1]][1])
+            packed_rows = in_flight.packed[slice(*rows)].div_(self._world_size)
+            unpack_rows(grads, rows, None, packed_rows)
         else:
-            start = self._clock.now()
+            for bucket in sent:
+                unpack_rows(grads, self._buckets.ranges[bucket], in_flight.buckets[bucket][1],
+                            reduced[bucket].div_(self._world_size))
         for name, param in self._params.items():
             param.grad = in_flight.staged.grads[name]
+        row_range = (self._buckets.ranges[run[0]][0], self._buckets.ranges[run[-1]][1])
         with self._learning_rates_of(in_flight.staged):
             for optimizer in {id(opt): opt for opt in self._optimizers.values()}.values():
                 rows = in_flight.update_scope if self.config.adam_rows == "selective" else None
                 optimizer.step_rows(rows, row_range=row_range, advance_step=not in_flight.published)
         for param in self._params.values():
             param.grad = None
-        in_flight.published.add(bucket)
+        in_flight.published.update(run)
         record.add_span("publish_s", start, self._clock.now())
 
     def _publish_all(self, in_flight: _InFlightUnit) -> None:
         """Publish every remaining bucket of ``in_flight`` in row order, then file its record."""
         if in_flight.update_scope is None:
             self._resolve_scopes(in_flight)
-        for bucket in range(len(self._buckets.ranges)):
-            if bucket not in in_flight.published:
-                self._publish_bucket(in_flight, bucket)
+        remaining = [bucket for bucket in range(len(self._buckets.ranges)) if bucket not in in_flight.published]
+        for run in consecutive_runs(remaining):
+            self._publish_run(in_flight, run)
         record = in_flight.staged.record
         collectives = [in_flight.scopes, *(collective for collective, _ in in_flight.buckets.values())]
         record.add_span("comm_s", in_flight.scopes.started, latest([c.finished for c in collectives]))
@@ -581,6 +594,17 @@ class OdinRuntime:
             seen = bitmap_andnot(seen, in_flight.delayed_scope)
         late_ranges = [self._buckets.ranges[bucket] for bucket in late_buckets]
         return bool(stale_reads(in_flight.update_scope, late_ranges, seen).item())
+
+
+def consecutive_runs(buckets: Iterable[int]) -> list[list[int]]:
+    """Sorted bucket indices grouped into runs of consecutive ones: [0, 1, 3] -> [[0, 1], [3]]."""
+    runs: list[list[int]] = []
+    for bucket in sorted(buckets):
+        if runs and runs[-1][-1] == bucket - 1:
+            runs[-1].append(bucket)
+        else:
+            runs.append([bucket])
+    return runs
 
 
 GSPLAT_STATISTIC_OPS = {"grad2d": "sum", "count": "sum", "radii": "max"}
