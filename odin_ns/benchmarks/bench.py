@@ -143,8 +143,9 @@ def training_command(
 
 def installed_script(name: str) -> str:
     """Path of a console script of the environment (nerfstudio's ns-train, ns-eval)."""
-    path = shutil.which(name) or str(Path(sys.executable).parent / name)
-    if not Path(path).exists():
+    beside_python = Path(sys.executable).parent / name  # this environment's, before any other on PATH
+    path = str(beside_python) if beside_python.exists() else shutil.which(name)
+    if path is None:
         raise SystemExit(f"error: {name} not found on PATH: install nerfstudio in this environment")
     return path
 

@@ -18,6 +18,7 @@ docs/design.md explains the model, the hazards and the timeline; docs/throughput
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -154,7 +155,8 @@ class _InFlightUnit:
 
     staged: _StagedUnit
     scopes: Collective
-    buckets: dict[int, tuple[Collective, torch.Tensor | None]] = field(default_factory=dict)
+    buckets: dict[int, Collective] = field(default_factory=dict)
+    """The all-reduce of each bucket that sends rows (a scoped bucket without update rows sends none)."""
     update_scope: torch.Tensor | None = None
     read_scope: torch.Tensor | None = None
     """Unit t+1's read scope over all ranks (None when no unit waits on this one)."""
@@ -165,12 +167,16 @@ class _InFlightUnit:
     """Rows unit t+1 was admitted to read stale (throughput-first): published after it ran, never re-run for."""
     published: set[int] = field(default_factory=set)
     packed: torch.Tensor | None = None
-    """Dense exchange: all gradient rows packed once into [N, columns]; bucket b all-reduces the contiguous row slice
-    of its range in place, and consecutive published buckets unpack as one slice."""
+    """The exchanged gradient rows packed once into [rows, columns]: all N rows (dense) or the update scope's
+    (scoped, in row order). Bucket b all-reduces its contiguous slice ``packed_offsets[b]:packed_offsets[b + 1]`` in
+    place, and consecutive published buckets unpack as one slice."""
+    packed_offsets: list[int] = field(default_factory=list)
+    scoped_indices: torch.Tensor | None = None
+    """Scoped exchange: the row of each packed row (None: dense, packed row i is row i)."""
 
     def buffers(self) -> list[torch.Tensor]:
         """Memory the exchange and publication of this unit touch (for the WAW/WAR staging check)."""
-        return [*self.staged.grads.values(), *(collective.output for collective, _ in self.buckets.values())]
+        return [*self.staged.grads.values(), *(collective.output for collective in self.buckets.values())]
 
 
 class OdinRuntime:
@@ -382,7 +388,7 @@ class OdinRuntime:
         if staged.structure_version == self.structure_version:
             return
         if in_flight is not None:
-            for collective in (in_flight.scopes, *(c for c, _ in in_flight.buckets.values())):
+            for collective in (in_flight.scopes, *in_flight.buckets.values()):
                 collective.wait()
         raise StaleUnitError(
             f"unit {staged.unit_id} was staged against structure version {staged.structure_version} but the "
@@ -408,30 +414,42 @@ class OdinRuntime:
             self._launch_buckets(in_flight, scoped_indices=None)
         return in_flight
 
-    def _launch_buckets(self, in_flight: _InFlightUnit, scoped_indices: list[torch.Tensor] | None) -> None:
-        """One all-reduce per bucket: all its rows (dense) or only its update-scope rows (scoped; empty: none)."""
+    def _launch_buckets(
+        self,
+        in_flight: _InFlightUnit,
+        scoped_indices: torch.Tensor | None,
+        rows_per_bucket: Iterable[int] = (),
+    ) -> None:
+        """Pack the exchanged rows once (all rows, or the update scope's ``scoped_indices`` with ``rows_per_bucket``
+        of them in each bucket) and all-reduce each bucket's slice of the packed buffer in place."""
         staged = in_flight.staged
         if self._world_size == 1:  # publication reads the staged gradients directly: they are the average
             staged.record.exchange = "local"
             return
-        staged.record.exchange = "dense" if scoped_indices is None else "scoped"
         grads = list(staged.grads.values())
         if scoped_indices is None:
+            staged.record.exchange = "dense"
             in_flight.packed = pack_rows(grads, (0, self.num_rows))
-        for bucket, row_range in enumerate(self._buckets.ranges):
-            indices = scoped_indices[bucket] if scoped_indices is not None else None
-            if indices is not None and indices.numel() == 0:
+            in_flight.packed_offsets = [lo for lo, _ in self._buckets.ranges] + [self.num_rows]
+        else:
+            staged.record.exchange = "scoped"
+            in_flight.packed = pack_rows(grads, (0, self.num_rows), scoped_indices)
+            in_flight.packed_offsets = [0, *itertools.accumulate(rows_per_bucket)]
+            in_flight.scoped_indices = scoped_indices
+        offsets = in_flight.packed_offsets
+        for bucket, (lo, hi) in enumerate(self._buckets.ranges):
+            if offsets[bucket] == offsets[bucket + 1]:
                 continue
             collective = all_reduce_sum_async(
-                pack_rows(grads, row_range, indices) if indices is not None else in_flight.packed[slice(*row_range)],
-                f"gradient bucket {bucket} (rows {row_range[0]}-{row_range[1]}) of unit {staged.unit_id}",
+                in_flight.packed[offsets[bucket] : offsets[bucket + 1]],
+                f"gradient bucket {bucket} (rows {lo}-{hi}) of unit {staged.unit_id}",
                 self._timeout,
                 self._clock,
                 self._comm_stream,
                 self._group,
             )
             staged.record.bytes_exchanged += collective.payload_bytes
-            in_flight.buckets[bucket] = (collective, indices)
+            in_flight.buckets[bucket] = collective
 
     def _all_gather(self, local: torch.Tensor, what: str) -> Collective | LocalResult:
         if self._world_size == 1:
@@ -468,7 +486,7 @@ class OdinRuntime:
             return
         if self.config.exchange == "scoped" or update_rows < self.config.scoped_below * self.num_rows:
             indices = bitmap_indices(in_flight.update_scope, self.num_rows)
-            self._launch_buckets(in_flight, list(indices.split(list(in_flight.hazards.update_rows))))
+            self._launch_buckets(in_flight, indices, in_flight.hazards.update_rows)
         else:
             self._launch_buckets(in_flight, scoped_indices=None)
 
@@ -546,18 +564,18 @@ class OdinRuntime:
         step count). One run instead of one publication per bucket: the host cost is per launch, not per row."""
         self._check_version(in_flight.staged, in_flight)
         record = in_flight.staged.record
-        sent = [bucket for bucket in run if bucket in in_flight.buckets]
-        reduced = {bucket: self._wait(in_flight.buckets[bucket][0], record) for bucket in sent}
+        for bucket in run:
+            if bucket in in_flight.buckets:
+                self._wait(in_flight.buckets[bucket], record)
         start = self._clock.now()
-        grads = list(in_flight.staged.grads.values())
-        if in_flight.packed is not None and sent:  # dense: every bucket was sent, the run is one row slice
-            rows = (self._buckets.ranges[sent[0]][0], self._buckets.ranges[sent[-1]][1])
-            packed_rows = in_flight.packed[slice(*rows)].div_(self._world_size)
-            unpack_rows(grads, rows, None, packed_rows)
-        else:
-            for bucket in sent:
-                unpack_rows(grads, self._buckets.ranges[bucket], in_flight.buckets[bucket][1],
-                            reduced[bucket].div_(self._world_size))
+        if in_flight.packed is not None:
+            first, last = in_flight.packed_offsets[run[0]], in_flight.packed_offsets[run[-1] + 1]
+            reduced = in_flight.packed[first:last].div_(self._world_size)
+            grads = list(in_flight.staged.grads.values())
+            if in_flight.scoped_indices is None:
+                unpack_rows(grads, (first, last), None, reduced)
+            elif last > first:
+                unpack_rows(grads, (first, last), in_flight.scoped_indices[first:last], reduced)
         for name, param in self._params.items():
             param.grad = in_flight.staged.grads[name]
         row_range = (self._buckets.ranges[run[0]][0], self._buckets.ranges[run[-1]][1])
@@ -578,7 +596,7 @@ class OdinRuntime:
         for run in consecutive_runs(remaining):
             self._publish_run(in_flight, run)
         record = in_flight.staged.record
-        collectives = [in_flight.scopes, *(collective for collective, _ in in_flight.buckets.values())]
+        collectives = [in_flight.scopes, *in_flight.buckets.values()]
         record.add_span("comm_s", in_flight.scopes.started, latest([c.finished for c in collectives]))
         self.stats.records.append(record)
 
