@@ -1,0 +1,200 @@
+"""Host work of the Odin runtime per unit, counted in dispatched torch operations (2 gloo ranks on the CPU).
+
+On the GPU host the runtime's cost is Python and kernel launches, not bytes: the H200 profile in docs/results.md shows
+the GPUs idle most of a unit. Every dispatched operation is at least one launch and a few microseconds of Python, so
+counting the operations the runtime itself dispatches per unit (the model's forward and backward excluded) measures
+that cost on any machine, without a GPU. A call of an ``odin_ns.kernels`` function counts as one operation, as its
+Triton kernel is one launch on the GPU (on the CPU its torch fallback dispatches several). Gaussians are shaped like splatfacto's (59 floats per row); every unit sees
+``visible_fraction`` of them, consecutive units alternate between two disjoint halves of the rows (so quality-first
+can overlap) and every ``conflict_every``-th unit re-reads the previous unit's rows (so it must wait).
+
+Usage: ``python -m odin_ns.benchmarks.host_ops [--rows 300000] [--units 30]``; prints a table and JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import socket
+import statistics
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import tyro
+from torch.utils._python_dispatch import TorchDispatchMode
+
+GAUSSIAN_COLUMNS = {"means": (3,), "scales": (3,), "quats": (4,), "features_dc": (3,), "features_rest": (15, 3),
+                    "opacities": (1,)}
+CONFIGURATIONS = [("sync", "dense"), ("quality-first", "dense"), ("sync", "scoped"), ("quality-first", "scoped"),
+                  ("throughput-first", "scoped")]
+
+
+@dataclass
+class HostOpsCommand:
+    """Count the torch operations the runtime dispatches per unit, per mode and exchange."""
+
+    rows: int = 300_000
+    """Gaussians (rows); cup77 reaches about 0.3M."""
+    units: int = 30
+    """Units per configuration (the first quarter is warm-up and not counted)."""
+    visible_fraction: float = 0.2
+    """Share of the rows each unit sees."""
+    conflict_every: int = 4
+    """Every this many units, a unit reads the previous unit's rows (a RAW conflict)."""
+    min_buckets: int = 8
+    """Buckets the exchange is cut into."""
+
+    def main(self) -> None:
+        port = _free_port()
+        context = mp.get_context("spawn")
+        queue = context.SimpleQueue()
+        processes = [context.Process(target=_rank, args=(rank, port, self, queue)) for rank in range(2)]
+        for process in processes:
+            process.start()
+        results = [queue.get() for _ in processes]
+        for process in processes:
+            process.join()
+        rows = next(result for result in results if result["rank"] == 0)["configurations"]
+        print("| mode | exchange | runtime ops per unit (median) | of which collectives |")
+        print("|---|---|---|---|")
+        for row in rows:
+            print(f"| {row['mode']} | {row['exchange']} | {row['ops_per_unit']} | {row['collectives_per_unit']} |")
+        print(json.dumps({"settings": asdict(self), "configurations": rows}))
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts dispatched operations while ``counting`` is set (the model's own work switches it off)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counting = False
+        self.ops = 0
+        self.collectives = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.counting:
+            self.ops += 1
+            self.collectives += func.namespace == "c10d"
+        return func(*args, **(kwargs or {}))
+
+
+def _count_kernel_calls_as_launches(counter: _OpCounter) -> None:
+    """Make every imported ``odin_ns.kernels`` function count as one operation, whatever its fallback dispatches."""
+    import odin_ns.kernels as kernels
+
+    def one_launch(function):
+        @functools.wraps(function)
+        def counted(*args, **kwargs):
+            if not counter.counting:
+                return function(*args, **kwargs)
+            counter.ops += 1
+            counter.counting = False
+            try:
+                return function(*args, **kwargs)
+            finally:
+                counter.counting = True
+
+        return counted
+
+    functions = {id(getattr(kernels, name)): name for name in kernels.__all__ if callable(getattr(kernels, name))}
+    for module in [m for name, m in sys.modules.items() if name.startswith("odin_ns.") and m is not kernels]:
+        for attribute, value in list(vars(module).items()):
+            if id(value) in functions and attribute == functions[id(value)] and attribute != "resolve_backend":
+                setattr(module, attribute, one_launch(value))
+
+
+def _rank(rank: int, port: int, command: HostOpsCommand, queue) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.set_num_threads(1)
+    import odin_ns.optim  # noqa: F401  (load the modules calling kernels before their imports are wrapped)
+    import odin_ns.pipeline  # noqa: F401
+
+    counter = _OpCounter()
+    _count_kernel_calls_as_launches(counter)
+    configurations = []
+    for mode, exchange in CONFIGURATIONS:
+        ops, collectives = _count(command, mode, exchange, counter)
+        configurations.append({"mode": mode, "exchange": exchange, "ops_per_unit": statistics.median(ops),
+                               "collectives_per_unit": statistics.median(collectives)})
+    queue.put({"rank": rank, "configurations": configurations})
+    dist.destroy_process_group()
+
+
+def _count(command: HostOpsCommand, mode: str, exchange: str, counter: _OpCounter) -> tuple[list[int], list[int]]:
+    """Per-unit operation counts of one configuration on this rank."""
+    from odin_ns.optim import SelectiveAdam
+    from odin_ns.pipeline import OdinConfig
+    from odin_ns.runtime.executor import OdinRuntime
+
+    generator = torch.Generator().manual_seed(0)
+    params = {name: torch.randn((command.rows, *shape), generator=generator) for name, shape in GAUSSIAN_COLUMNS.items()}
+    optimizers = {name: SelectiveAdam([param], lr=1e-3) for name, param in params.items()}
+    config = OdinConfig(mode=mode, exchange=exchange, min_buckets=command.min_buckets).runtime_config()
+    runtime = OdinRuntime(params, optimizers, config)
+    seen = int(command.rows * command.visible_fraction)
+    half = command.rows // 2
+
+    def scope(unit: int) -> torch.Tensor:
+        """Rows unit ``unit`` sees: alternating halves, and a conflicting re-read every ``conflict_every`` units."""
+        first = 0 if unit % 2 == 0 else half
+        if unit % command.conflict_every == 0 and unit > 0:
+            first = 0 if (unit - 1) % 2 == 0 else half
+        mask = torch.zeros(command.rows, dtype=torch.bool)
+        mask[first + dist.get_rank() * seen // 2 : first + (dist.get_rank() + 1) * seen // 2] = True
+        return mask
+
+    def unit_functions(unit: int):
+        mask = scope(unit)
+
+        def compute(views):
+            previous, counter.counting = counter.counting, False
+            loss = sum((view[mask] * 1e-3).square().sum() for view in views.values())
+            loss.backward()
+            counter.counting = previous
+            return loss.detach(), mask
+
+        def visible(views):
+            return mask.clone()
+
+        def sensitivity(views):
+            from odin_ns.sync.gate import ReaderSensitivity
+
+            previous, counter.counting = counter.counting, False
+            result = ReaderSensitivity(torch.full((command.rows,), 100.0), torch.full((command.rows,), 0.1))
+            counter.counting = previous
+            return result
+
+        return compute, visible, sensitivity
+
+    ops, collectives = [], []
+    with counter:
+        for unit in range(command.units):
+            compute, visible, sensitivity = unit_functions(unit)
+            counter.ops = counter.collectives = 0
+            counter.counting = True
+            runtime.run_unit(unit, compute, visible, sensitivity)
+            counter.counting = False
+            ops.append(counter.ops)
+            collectives.append(counter.collectives)
+        runtime.drain()
+    warm_up = command.units // 4
+    return ops[warm_up:], collectives[warm_up:]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def entrypoint() -> None:
+    tyro.cli(HostOpsCommand).main()
+
+
+if __name__ == "__main__":
+    entrypoint()

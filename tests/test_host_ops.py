@@ -1,0 +1,24 @@
+"""Host work of the runtime per unit (operations it dispatches itself), the cost that dominates a step on the GPU host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_publication_host_work_does_not_grow_per_bucket():
+    """Sync with a dense exchange stays a handful of operations per bucket (a collective on a slice of one packed
+    buffer), not an unpack and an Adam launch per tensor per bucket as before (492 operations at 9 buckets)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "odin_ns.benchmarks.host_ops", "--rows", "20000", "--units", "8"],
+        capture_output=True, text=True, timeout=300, check=True,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = {(row["mode"], row["exchange"]): row for row in result["configurations"]}
+    assert rows.keys() == {("sync", "dense"), ("quality-first", "dense"), ("sync", "scoped"),
+                           ("quality-first", "scoped"), ("throughput-first", "scoped")}
+    sync_dense = rows[("sync", "dense")]
+    assert sync_dense["collectives_per_unit"] == 9 + 1  # 8 + 1 buckets of 20,000 rows, and the scope all-gather
+    assert sync_dense["ops_per_unit"] < 150
+    assert rows[("quality-first", "dense")]["ops_per_unit"] > sync_dense["ops_per_unit"]  # read scope, admission
