@@ -18,6 +18,7 @@ from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
 
 import torch
 import torch.distributed as dist
+from scipy.spatial import cKDTree
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.models.splatfacto import (
     RGB2SH,
@@ -72,8 +73,8 @@ def initial_gaussians(
         means = seed_points[0].float()
     else:
         means = (torch.rand((config.num_random, 3)) - 0.5) * config.random_scale
-    distances, _ = SplatfactoModel.k_nearest_sklearn(None, means, 3)
-    avg_dist = torch.from_numpy(distances).float().mean(dim=-1, keepdim=True)
+    distances, _ = cKDTree(means.numpy()).query(means.numpy(), k=4, workers=-1)  # as splatfacto (sklearn), parallel
+    avg_dist = torch.from_numpy(distances[:, 1:]).float().mean(dim=-1, keepdim=True)
     num_points = means.shape[0]
     dim_sh = num_sh_bases(config.sh_degree)
     if has_seed and seed_points[1].shape[0] > 0:

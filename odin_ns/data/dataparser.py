@@ -25,7 +25,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from PIL import Image, UnidentifiedImageError
 from tqdm import tqdm
 
-from odin_ns.data.colmap_points import read_points3d_binary
+from odin_ns.schedule.colmap_binary import read_images_binary_headers, read_points3d_binary
 
 COLMAP_MODEL_DIRS = (Path("sparse/0"), Path("colmap/sparse/0"), Path("sparse"))
 
@@ -44,9 +44,9 @@ def find_colmap_model(data: Path) -> Optional[Path]:
 
 
 def read_colmap_cameras_and_images(model_dir: Path):
-    """COLMAP cameras and images of a model folder, binary or text."""
+    """COLMAP cameras and images (poses, cameras, names; 2D points only from text models) of a model folder."""
     if (model_dir / "cameras.bin").exists():
-        return colmap_io.read_cameras_binary(model_dir / "cameras.bin"), colmap_io.read_images_binary(model_dir / "images.bin")
+        return colmap_io.read_cameras_binary(model_dir / "cameras.bin"), read_images_binary_headers(model_dir / "images.bin")
     return colmap_io.read_cameras_text(model_dir / "cameras.txt"), colmap_io.read_images_text(model_dir / "images.txt")
 
 

@@ -24,6 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm import tqdm
 
+from odin_ns.schedule.colmap_binary import read_images_binary_headers, read_points3d_binary
+
 logger = logging.getLogger(__name__)
 
 SFM_TRACKS = "sfm-tracks"
@@ -109,16 +111,29 @@ def _has_reconstruction(recon_dir: Path) -> bool:
 def read_colmap_tracks(recon_dir: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Read image names and observations (image row, point index) of a COLMAP reconstruction.
 
-    Uses pycolmap where it is installed, nerfstudio's COLMAP parser otherwise (the GPU machines have no pycolmap).
-    Observation arrays are parallel; image rows index the returned names.
+    Binary models are read vectorised (``colmap_binary``: a million points in about a second); text models with
+    pycolmap where it is installed, nerfstudio's COLMAP parser otherwise (the GPU machines have no pycolmap).
+    Observation arrays are parallel; image rows index the returned names (sorted by image id).
     """
     if not _has_reconstruction(recon_dir):
         raise FileNotFoundError(f"no COLMAP reconstruction (images.bin or images.txt) in {recon_dir}")
+    if (recon_dir / "images.bin").exists() and (recon_dir / "points3D.bin").exists():
+        return _read_tracks_binary(recon_dir)
     try:
         import pycolmap
     except ImportError:
         return _read_tracks_nerfstudio(recon_dir)
     return _read_tracks_pycolmap(pycolmap.Reconstruction(str(recon_dir)))
+
+
+def _read_tracks_binary(recon_dir: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    images = read_images_binary_headers(recon_dir / "images.bin")
+    points = read_points3d_binary(recon_dir / "points3D.bin")
+    image_ids = np.array(sorted(images), dtype=np.int64)
+    row_of_image_id = np.full(int(image_ids.max()) + 1 if len(image_ids) else 1, -1, dtype=np.int64)
+    row_of_image_id[image_ids] = np.arange(len(image_ids))
+    point_of_obs = np.repeat(np.argsort(np.argsort(points.ids)), points.track_lengths)  # index = rank of the point id
+    return [images[int(i)].name for i in image_ids], row_of_image_id[points.track_image_ids], point_of_obs
 
 
 def _read_tracks_pycolmap(reconstruction) -> tuple[list[str], np.ndarray, np.ndarray]:
