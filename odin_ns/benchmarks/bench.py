@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -54,9 +55,10 @@ class BenchCommand:
     full_resolution: bool = True
     """Train at full image resolution from the first step (splatfacto otherwise renders at 1/4 then 1/2 resolution
     for its first 3,000 and 6,000 steps, which short benchmark runs would measure instead)."""
-    extra: Tuple[str, ...] = ()
-    """Extra ns-train arguments for every Odin and stock run (before the dataparser subcommand), e.g.
-    --pipeline.model.stop-split-at 0 to compare with gsplat-distributed, which does not densify."""
+    extra: str = ""
+    """Extra ns-train arguments for every Odin and stock run, one quoted string (split like a shell would), e.g.
+    --extra="--pipeline.model.stop-split-at 0" (with "=": a value starting with "--" would read as an option) to
+    compare with gsplat-distributed, which does not densify."""
 
     def main(self) -> None:
         modes = [mode for mode in self.modes.split(",") if mode]
@@ -84,7 +86,9 @@ class BenchCommand:
     def _run(self, name: str, ranks: int, seed: int) -> Dict:
         label = f"{name}-w{ranks}-s{seed}"
         run_root = self.out / "runs" / label
-        extra = (*self.extra, "--pipeline.model.num-downscales", "0") if self.full_resolution else self.extra
+        extra = tuple(shlex.split(self.extra))
+        if self.full_resolution:
+            extra += ("--pipeline.model.num-downscales", "0")
         command = training_command(name, ranks, self.data, run_root, self.steps, seed, extra)
         started = time.time()
         run_dir = run_training(command, run_root, label)
