@@ -142,6 +142,7 @@ def _rank_entry(
     try:
         with process_group_from_env(timeout_s=10.0, backend=backend):
             worker(rank, out_dir)
+            dist.barrier()  # leave together: gloo torn down under a peer still using it can abort that peer
     except BaseException:
         (out_dir / f"rank{rank}.error").write_text(traceback.format_exc())
         raise
