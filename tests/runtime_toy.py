@@ -148,7 +148,7 @@ def _rank_entry(
         (out_dir / f"rank{rank}.error").write_text(traceback.format_exc())
         raise
     # Skip the interpreter's teardown once the group is destroyed: c10d's static objects occasionally abort there
-    # ("terminate called without an active exception": twice in full-suite CI runs, never alone), after the work is done.
+    # ("terminate called without an active exception": twice in full-suite CI runs, never alone), after the work.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
