@@ -20,7 +20,6 @@ from odin_ns.data.demo_scene import (
     frustum_fractions,
     generate_demo_scene,
     observe_points,
-    observe_points_torch,
     render_views,
     resolve_device,
     sample_surface_points,
@@ -51,7 +50,8 @@ def test_auto_device_on_a_cpu_machine_writes_the_same_bytes_as_cpu(tmp_path):
 
 
 def test_device_side_observations_match_the_numpy_rule():
-    """The CUDA path's observe_points_torch, run on CPU tensors, picks the same points at the same pixels."""
+    """observe_points on torch tensors (the CUDA path), run on CPU tensors, picks the same points at the same pixels
+    as on numpy arrays."""
     options = DemoSceneOptions(num_views=8, width=64, height=48, gaussians_per_region=300, num_points3d=1500)
     scene = build_scene_gaussians(options)
     cameras = build_cameras(options, scene.region_centers)
@@ -67,7 +67,7 @@ def test_device_side_observations_match_the_numpy_rule():
         expected, expected_pixels = observe_points(
             points, cameras.world_to_cameras[view], cameras.intrinsics, alphas[view].numpy(), depths[view].numpy()
         )
-        observed, pixels = observe_points_torch(
+        observed, pixels = observe_points(
             torch.from_numpy(points),
             torch.from_numpy(cameras.world_to_cameras[view]),
             torch.from_numpy(cameras.intrinsics),

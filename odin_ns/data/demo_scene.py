@@ -380,53 +380,37 @@ def sample_surface_points(
 
 
 def observe_points(
-    points: np.ndarray,
-    world_to_camera: np.ndarray,
-    intrinsics: np.ndarray,
-    alpha: np.ndarray,
-    expected_depth: np.ndarray,
+    points: np.ndarray | torch.Tensor,
+    world_to_camera: np.ndarray | torch.Tensor,
+    intrinsics: np.ndarray | torch.Tensor,
+    alpha: np.ndarray | torch.Tensor,
+    expected_depth: np.ndarray | torch.Tensor,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Indices and pixel coordinates of the points a view really sees: in front of the camera, inside the image,
-    on an opaque pixel and not occluded (camera depth matches the rendered expected depth at that pixel)."""
+    on an opaque pixel and not occluded (camera depth matches the rendered expected depth at that pixel).
+
+    Numpy arrays on the CPU; float64 torch tensors on the render's device for ~1M points x hundreds of views on a GPU
+    (the CPU keeps numpy: torch's matmul rounds differently and the scene's bytes would change). Returns numpy."""
+    xp = torch if isinstance(points, torch.Tensor) else np
     height, width = alpha.shape
     camera_points = points @ world_to_camera[:3, :3].T + world_to_camera[:3, 3]
     depth = camera_points[:, 2]
     in_front = depth > NEAR_PLANE
-    pixels = (camera_points @ intrinsics.T)[:, :2] / np.where(in_front, depth, 1.0)[:, None]
+    pixels = (camera_points @ intrinsics.T)[:, :2] / xp.where(in_front, depth, 1.0)[:, None]
     inside = in_front & (pixels[:, 0] >= 0) & (pixels[:, 0] < width) & (pixels[:, 1] >= 0) & (pixels[:, 1] < height)
-    candidates = np.flatnonzero(inside)
-    column, row = np.floor(pixels[candidates]).astype(int).T
+    candidates = xp.where(inside)[0]
+    floored = xp.floor(pixels[candidates])
+    column, row = (floored.long() if xp is torch else floored.astype(int)).T
     rendered_depth = expected_depth[row, column]
+    if xp is torch:
+        rendered_depth = rendered_depth.double()
     visible = (alpha[row, column] > MIN_VISIBLE_ALPHA) & (
-        np.abs(depth[candidates] - rendered_depth) < DEPTH_TOLERANCE * rendered_depth
+        abs(depth[candidates] - rendered_depth) < DEPTH_TOLERANCE * rendered_depth
     )
     observed = candidates[visible]
+    if xp is torch:
+        return observed.cpu().numpy(), pixels[observed].cpu().numpy()
     return observed, pixels[observed]
-
-
-def observe_points_torch(
-    points: torch.Tensor,
-    world_to_camera: torch.Tensor,
-    intrinsics: torch.Tensor,
-    alpha: torch.Tensor,
-    expected_depth: torch.Tensor,
-) -> tuple[np.ndarray, np.ndarray]:
-    """`observe_points` on the render's device (float64 tensors), for ~1M points x hundreds of views on a GPU.
-    Same rule; the CPU path keeps numpy because torch's matmul rounds differently and the bytes would change."""
-    height, width = alpha.shape
-    camera_points = points @ world_to_camera[:3, :3].T + world_to_camera[:3, 3]
-    depth = camera_points[:, 2]
-    in_front = depth > NEAR_PLANE
-    pixels = (camera_points @ intrinsics.T)[:, :2] / torch.where(in_front, depth, 1.0)[:, None]
-    inside = in_front & (pixels[:, 0] >= 0) & (pixels[:, 0] < width) & (pixels[:, 1] >= 0) & (pixels[:, 1] < height)
-    candidates = torch.nonzero(inside).squeeze(1)
-    column, row = torch.floor(pixels[candidates]).long().T
-    rendered_depth = expected_depth[row, column].double()
-    visible = (alpha[row, column] > MIN_VISIBLE_ALPHA) & (
-        torch.abs(depth[candidates] - rendered_depth) < DEPTH_TOLERANCE * rendered_depth
-    )
-    observed = candidates[visible]
-    return observed.cpu().numpy(), pixels[observed].cpu().numpy()
 
 
 def frustum_fractions(
@@ -551,7 +535,7 @@ def _write_scene_files(directory: Path, options: DemoSceneOptions) -> str:
                             expected_depth.numpy(),
                         )
                     else:
-                        observed, pixels = observe_points_torch(
+                        observed, pixels = observe_points(
                             points_device, world_to_cameras_device[view], intrinsics_device, alpha, expected_depth
                         )
                     observation_views.append(np.full(len(observed), view, dtype=np.int32))
