@@ -57,18 +57,23 @@ def train(rank: int, schedule, params: dict[str, torch.Tensor], **config) -> tup
     return model.snapshot(), {"summary": runtime.stats.summary(), "records": runtime.stats.as_dicts()}
 
 
-def train_with_densification(rank: int, mode: str) -> dict[str, torch.Tensor]:
-    """10 units, a structural change decided from statistics reduced over ranks by the barrier, 10 more units."""
-    model = ToyModel(initial_params())
-    runtime = make_runtime(model, mode=mode)
+def run_with_structural_change(runtime, model: ToyModel, schedule, split: int, rank: int, run=run_schedule) -> None:
+    """Units ``schedule[:split]``, a structural change decided from statistics reduced over ranks by the barrier
+    (rows the last unit saw appended), the remaining units, then a drain."""
     barrier = DrainingBarrier(runtime, {"seen": "sum"})
-    run_schedule(runtime, DISJOINT[:10], rank)
-    state = {"seen": visible_rows(model.params["means"].detach(), DISJOINT[9][rank]).float()}
+    run(runtime, schedule[:split], rank)
+    state = {"seen": visible_rows(model.params["means"].detach(), schedule[split - 1][rank]).float()}
     barrier.before_change(state)
     model.append_rows(state["seen"].nonzero().squeeze(1)[:APPENDED_ROWS])
     barrier.after_change(model.params)
-    run_schedule(runtime, DISJOINT[10:20], rank, first_unit=10)
+    run(runtime, schedule[split:], rank, first_unit=split)
     runtime.drain()
+
+
+def train_with_densification(rank: int, mode: str) -> dict[str, torch.Tensor]:
+    """10 units, a structural change, 10 more units."""
+    model = ToyModel(initial_params())
+    run_with_structural_change(make_runtime(model, mode=mode), model, DISJOINT[:20], 10, rank)
     return model.snapshot()
 
 

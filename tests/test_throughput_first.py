@@ -25,10 +25,16 @@ from runtime_toy import (
     unit_functions,
     visible_rows,
 )
-from test_runtime_distributed import APPENDED_ROWS, WORLD_SIZE, assert_same_state, rank_errors
+from test_runtime_distributed import (
+    APPENDED_ROWS,
+    WORLD_SIZE,
+    assert_same_state,
+    rank_errors,
+    run_with_structural_change,
+)
 
 from odin_ns.kernels.adam import adam_update_
-from odin_ns.runtime.executor import DrainingBarrier, OdinRuntime, RuntimeConfig, StaleUnitError
+from odin_ns.runtime.executor import OdinRuntime, RuntimeConfig, StaleUnitError
 from odin_ns.sync.gate import (
     AdamRows,
     DelayLimits,
@@ -238,14 +244,7 @@ def densify_between(rank: int) -> tuple[dict, list[dict]]:
     """Throughput-first units, a drained structural change (rows appended), more units."""
     model = ToyModel(initial_params())
     runtime = make_runtime(model, mode="throughput-first", delay=LIMITS)
-    barrier = DrainingBarrier(runtime, {"seen": "sum"})
-    run_units(runtime, SMALL_OVERLAP[:12], rank)
-    state = {"seen": visible_rows(model.params["means"].detach(), SMALL_OVERLAP[11][rank]).float()}
-    barrier.before_change(state)
-    model.append_rows(state["seen"].nonzero().squeeze(1)[:APPENDED_ROWS])
-    barrier.after_change(model.params)
-    run_units(runtime, SMALL_OVERLAP[12:24], rank, first_unit=12)
-    runtime.drain()
+    run_with_structural_change(runtime, model, SMALL_OVERLAP[:24], 12, rank, run=run_units)
     return model.snapshot(), runtime.stats.as_dicts()
 
 
