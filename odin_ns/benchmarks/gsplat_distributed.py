@@ -29,6 +29,8 @@ import torch.distributed as dist
 import tyro
 from tqdm import tqdm
 
+from odin_ns.model import initial_gaussians
+
 BACKGROUND_FOR_EVAL = (0.1490, 0.1647, 0.2157)
 """The background odin-splatfacto evaluates with (viser's), so PSNR/SSIM compare with ns-eval's figures."""
 
@@ -54,7 +56,7 @@ class GsplatDistributedCommand:
         config = _method_config(self.data, world_size)
         train, test = _load_split(config, "train"), _load_split(config, "test")
         shard = {name: tensor[rank::world_size].to(device).requires_grad_()
-                 for name, tensor in _initial_gaussians(config, train["seed_points"]).items()}
+                 for name, tensor in initial_gaussians(config.pipeline.model, train["seed_points"]).items()}
         optimizers, schedulers = _optimizers(config, shard)
         model_config = config.pipeline.model
         sh_interval = max(1, model_config.sh_degree_interval // world_size)
@@ -105,22 +107,19 @@ class GsplatDistributedCommand:
 
 
 def _join_process_group(renderer: str):
-    """torchrun's rank and the device; NCCL for gsplat's all-to-all (gsplat's distributed mode is CUDA only)."""
-    import os
+    """(rank, world size, device): torchrun's ranks join over NCCL (gsplat's distributed mode is CUDA only); a
+    single process needs no group."""
+    from odin_ns.comm.process_group import init_from_env
+    from odin_ns.trainer import launched_by_torchrun
 
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    if renderer == "gsplat":
-        if not torch.cuda.is_available():
-            raise SystemExit("error: gsplat's distributed rasterization needs CUDA GPUs")
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-    elif world_size > 1:
+    if renderer == "gsplat" and not torch.cuda.is_available():
+        raise SystemExit("error: gsplat's distributed rasterization needs CUDA GPUs")
+    if renderer != "gsplat" and launched_by_torchrun():
         raise SystemExit("error: the reference renderer runs this peer on a single rank only")
-    else:
-        device = torch.device("cpu")
-    return rank, world_size, device
+    if launched_by_torchrun():
+        context = init_from_env(backend="nccl")
+        return context.rank, context.world_size, context.device
+    return 0, 1, torch.device("cuda" if renderer == "gsplat" else "cpu")
 
 
 def _method_config(data: Path, world_size: int):
@@ -150,12 +149,6 @@ def _load_split(config, split: str) -> Dict:
         "seed_points": (outputs.metadata["points3D_xyz"], outputs.metadata["points3D_rgb"])
         if "points3D_xyz" in outputs.metadata else None,
     }
-
-
-def _initial_gaussians(config, seed_points) -> Dict[str, torch.Tensor]:
-    from odin_ns.model import initial_gaussians
-
-    return initial_gaussians(config.pipeline.model, seed_points)
 
 
 def _optimizers(config, shard: Dict[str, torch.Tensor]):
