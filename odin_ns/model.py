@@ -18,7 +18,6 @@ from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
 
 import torch
 import torch.distributed as dist
-from scipy.spatial import cKDTree
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.models.splatfacto import (
     RGB2SH,
@@ -29,6 +28,7 @@ from nerfstudio.models.splatfacto import (
     random_quat_tensor,
 )
 from nerfstudio.utils.rich_utils import CONSOLE
+from scipy.spatial import cKDTree
 
 from odin_ns.metrics import LazyLPIPS
 from odin_ns.rendering import RendererName, project_visibility, rasterize_fn, resolve_renderer
@@ -60,7 +60,6 @@ VIEW_COUNTED_SCHEDULES = (
     "stop_screen_size_at",
     "sh_degree_interval",
 )
-
 
 
 def initial_gaussians(

@@ -46,7 +46,7 @@ class OdinConfig(PrintableConfig):
     exchange: Literal["dense", "scoped", "auto"] = "auto"
     """dense: all-reduce every row; scoped: only the rows some rank updated; auto: scoped when the scope is small."""
     bucket_mb: float = 25.0
-    """Largest all-reduced bucket of gradient rows in the overlapped modes (sync sends all rows in one)."""
+    """Largest all-reduced bucket of gradient rows (every mode cuts the same buckets)."""
     min_buckets: int = 8
     """Cut the exchange into at least this many row ranges: the granularity at which a conflicting unit waits for
     part of the previous unit's exchange. Every bucket is one more collective to launch and wait for."""
