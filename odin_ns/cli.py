@@ -13,14 +13,14 @@ import tyro
 
 def subcommands() -> Dict[str, Type]:
     """Subcommand name -> command dataclass."""
-    from odin_ns.benchmarks.bench import BenchCommand
+    from odin_ns.benchmarks.bench import BenchCommand, BenchReportCommand
     from odin_ns.benchmarks.kernels_bench import KernelsBenchCommand
     from odin_ns.benchmarks.timeline import TimelineCommand
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
 
     return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "bench": BenchCommand,
-            "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand}
+            "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand}
 
 
 def entrypoint() -> None:

@@ -45,7 +45,9 @@ class BenchCommand:
     """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first,
     no-exchange) and gsplat-distributed (gsplat's sharded multi-GPU training, CUDA only)."""
     seeds: int = 1
-    """Repetitions per configuration (machine seeds 42, 43, ...)."""
+    """Repetitions per configuration (machine seeds 42 + first_seed, 43 + first_seed, ...)."""
+    first_seed: int = 0
+    """Offset of the first repetition's seed: extends an earlier bench (same --out names runs apart) with more seeds."""
     stock: bool = True
     """Also train stock nerfstudio splatfacto and Odin with one rank, the single-GPU references."""
     out: Path = Path("outputs/bench")
@@ -72,16 +74,50 @@ class BenchCommand:
             configurations = [(STOCK, 1), ("sync", 1)] + configurations
         self.out.mkdir(parents=True, exist_ok=True)
         runs = []
-        plan = [(seed, name, ranks) for seed in range(self.seeds) for name, ranks in configurations]
+        plan = [(seed, name, ranks) for seed in range(self.first_seed, self.first_seed + self.seeds) for name, ranks in configurations]
         for seed, name, ranks in tqdm(plan, desc="bench runs", unit="run"):
             runs.append(self._run(name, ranks, seed))
             results = {"data": str(self.data), "steps": self.steps, "gpus": self.gpus, "runs": runs,
                        "summary": summarize(runs), "environment": environment()}
             (self.out / "results.json").write_text(json.dumps(results, indent=2))  # after every run: partial results survive
-        from odin_ns.benchmarks.plots import plot_results
+        report(results, self.out)
 
-        plot_results(results, self.out)
-        print(format_table(results["summary"]))
+
+@dataclass
+class BenchReportCommand:
+    """Merge the runs of several ``odin-ns bench`` results (say, seeds run in separate invocations with
+    ``--first-seed``) into one results.json, table and set of plots."""
+
+    results: Tuple[Path, ...]
+    """results.json files of benches on the same data and steps."""
+    out: Path = Path("outputs/bench-report")
+    """Folder for the merged results.json and plots."""
+
+    def main(self) -> None:
+        loaded = [json.loads(path.read_text()) for path in self.results]
+        if not loaded:
+            raise SystemExit("error: give at least one results.json")
+        setups = {(Path(result["data"]).name, result["steps"]) for result in loaded}
+        if len(setups) > 1:
+            raise SystemExit(f"error: the results differ in data or steps: {sorted(setups)}")
+        runs = [run for result in loaded for run in result["runs"]]
+        keys = [(run["name"], run["ranks"], run["seed"]) for run in runs]
+        repeated = sorted({key for key in keys if keys.count(key) > 1})
+        if repeated:
+            raise SystemExit(f"error: the same (configuration, ranks, seed) appears twice: {repeated}")
+        merged = {**loaded[0], "runs": runs, "summary": summarize(runs), "merged_from": [str(p) for p in self.results],
+                  "environments": [result["environment"] for result in loaded]}
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "results.json").write_text(json.dumps(merged, indent=2))
+        report(merged, self.out)
+
+
+def report(results: Dict, out: Path) -> None:
+    """Plots under ``out`` and the summary table on stdout."""
+    from odin_ns.benchmarks.plots import plot_results
+
+    plot_results(results, out)
+    print(format_table(results["summary"]))
 
     def _run(self, name: str, ranks: int, seed: int) -> Dict:
         label = f"{name}-w{ranks}-s{seed}"
@@ -232,15 +268,33 @@ def summarize(runs: List[Dict]) -> List[Dict]:
         if qualities:
             row["psnr"] = statistics.median(q["psnr"] for q in qualities)
             row["ssim"] = statistics.median(q["ssim"] for q in qualities)
+            row.update(quality_deltas(group, by_config.get(("sync", ranks), [])))
         rows.append(row)
     return rows
+
+
+def quality_deltas(group: List[Dict], sync_runs: List[Dict]) -> Dict[str, float]:
+    """PSNR/SSIM minus sync's of the same seed and ranks: mean and worst (lowest) over the seeds both ran."""
+    sync_by_seed = {run["seed"]: run["quality"] for run in sync_runs if "psnr" in run.get("quality", {})}
+    pairs = [(run["quality"], sync_by_seed[run["seed"]]) for run in group
+             if "psnr" in run.get("quality", {}) and run["seed"] in sync_by_seed]
+    if not pairs:
+        return {}
+    deltas: Dict[str, float] = {"quality_seeds": len(pairs)}
+    for metric in ("psnr", "ssim"):
+        differences = [mine[metric] - sync[metric] for mine, sync in pairs]
+        relative = [100 * (mine[metric] - sync[metric]) / sync[metric] for mine, sync in pairs]
+        deltas.update({f"{metric}_delta_mean": statistics.mean(differences), f"{metric}_delta_worst": min(differences),
+                       f"{metric}_delta_pct_mean": statistics.mean(relative), f"{metric}_delta_pct_worst": min(relative)})
+    return deltas
 
 
 def format_table(rows: List[Dict]) -> str:
     """Markdown table of the summary."""
     columns = ["config", "ranks", "views_per_s_median", "views_per_s_min", "views_per_s_max", "ratio_to_sync",
                "step_time_vs_no_exchange", "scaling_efficiency", "exposed_wait_ms", "wait_hidden",
-               "buckets_overlapped_fraction", "psnr", "ssim"]
+               "buckets_overlapped_fraction", "psnr", "ssim", "psnr_delta_mean", "psnr_delta_worst",
+               "psnr_delta_pct_worst", "ssim_delta_mean", "ssim_delta_worst"]
 
     def cell(value) -> str:
         return f"{value:.3f}" if isinstance(value, float) else ("" if value is None else str(value))
