@@ -52,6 +52,10 @@ class OdinConfig(PrintableConfig):
     part of the previous unit's exchange. Every bucket is one more collective to launch and wait for."""
     timeout_s: float = 600.0
     """A rank waiting longer than this on a collective (a peer died or hung) exits with an error."""
+    fallback_after: int = 16
+    """quality-first/throughput-first: after this many windows in a row that overlapped nothing, run
+    ``fallback_units`` units on sync's path (skipping host work that cannot pay), then probe again; 0: never."""
+    fallback_units: int = 64
     adam: Literal["selective", "dense"] = "selective"
     """selective: Adam steps only Gaussians some view of the step saw (what makes update scopes well defined);
     dense: stock splatfacto's Adam over every Gaussian (sync mode only), for comparison."""
@@ -75,7 +79,7 @@ class OdinConfig(PrintableConfig):
             mode="sync" if self.mode == "no-exchange" else self.mode,
             exchange=self.exchange,
             adam_rows=self.adam, bucket_bytes=int(self.bucket_mb * 2**20), min_buckets=self.min_buckets,
-            timeout_s=self.timeout_s, delay=delay
+            timeout_s=self.timeout_s, delay=delay, fallback_after=self.fallback_after, fallback_units=self.fallback_units
         )
 
 

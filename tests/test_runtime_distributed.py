@@ -32,6 +32,8 @@ DISJOINT = [[cell_view((2 * unit + rank) % GRID**2) for rank in range(WORLD_SIZE
 """Consecutive units render disjoint cells: every overlap window should be admitted."""
 CONFLICT = DISJOINT[:3] + [DISJOINT[2]] + DISJOINT[3:6]
 """Unit 3 renders unit 2's views again: a RAW conflict on every row unit 2 updates."""
+ALWAYS_CONFLICTING = [[cell_view(0), cell_view(1)]] * 20
+"""Every unit re-renders the same cells: every window must wait for all of the previous unit's exchange."""
 LATE_ROW = 0
 LATE_VISIBILITY = [
     [cell_view(0, attractor=(0.9, 0.125)), cell_view(10)],
@@ -105,6 +107,10 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
         rank, DISJOINT, initial_params(), mode="quality-first", exchange="scoped"
     )
     results["disjoint/sync/auto"] = train(rank, DISJOINT, initial_params(), mode="sync", exchange="auto")
+    for mode in ("sync", "quality-first"):
+        results[f"conflicting/{mode}"] = train(
+            rank, ALWAYS_CONFLICTING, initial_params(), mode=mode, fallback_after=3, fallback_units=4
+        )
     for mode in ("sync", "quality-first"):
         results[f"densify/{mode}"] = (train_with_densification(rank, mode), {})
     results["stale"] = stale_publication_error(rank)
@@ -195,6 +201,19 @@ def test_scoped_exchange_equals_dense_and_moves_fewer_bytes(results):
         auto_state, auto_stats = rank_results["disjoint/sync/auto"]
         assert_same_state(auto_state, dense_state)
         assert {record["exchange"] for record in auto_stats["records"]} == {"scoped"}
+
+
+def test_windows_that_overlap_nothing_switch_to_sync_path_stretches_and_probe_again(results):
+    for rank_results in results:
+        state, stats = rank_results["conflicting/quality-first"]
+        assert_same_state(state, rank_results["conflicting/sync"][0])
+        on_sync_path = [record["unit_id"] for record in stats["records"] if record["sync_path"]]
+        # 3 rejected windows (units 1-3) start a stretch of 4 units; unit 8 starts the overlap again, its successor
+        # probes, and so on.
+        assert on_sync_path == [4, 5, 6, 7, 12, 13, 14, 15]
+        assert stats["summary"]["units_on_sync_path"] == 8
+        assert stats["summary"]["windows"]["RAW"] == {"rejected": 9}
+        assert not any(record["sync_path"] for record in rank_results["conflicting/sync"][1]["records"])
 
 
 def test_structural_change_keeps_ranks_identical(results):

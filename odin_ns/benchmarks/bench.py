@@ -83,6 +83,35 @@ class BenchCommand:
         report(results, self.out)
 
 
+    def _run(self, name: str, ranks: int, seed: int) -> Dict:
+        label = f"{name}-w{ranks}-s{seed}"
+        run_root = self.out / "runs" / label
+        extra = tuple(shlex.split(self.extra))
+        if self.full_resolution:
+            extra += ("--pipeline.model.num-downscales", "0")
+        command = training_command(name, ranks, self.data, run_root, self.steps, seed, extra)
+        started = time.time()
+        run_dir = run_training(command, run_root, label)
+        record = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
+        if name == GSPLAT_PEER:
+            peer = json.loads((run_dir / "peer.json").read_text())
+            iteration_s = peer["step_s"]
+            record.update(num_gaussians=peer["num_gaussians"], image_size=peer["image_size"])
+        else:
+            iteration_s = iteration_times(run_dir)
+        steady = iteration_s[len(iteration_s) // 2 :]
+        record["step_s"] = statistics.median(steady)
+        record["views_per_s"] = ranks / record["step_s"]
+        units = run_dir / "odin_units.jsonl"
+        if units.exists():
+            record.update(unit_summary([json.loads(line) for line in units.read_text().splitlines()]))
+        if self.quality and name == GSPLAT_PEER:
+            record["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
+        elif self.quality and name != "no-exchange":
+            record["quality"] = evaluate(run_dir, stock=name == STOCK)
+        return record
+
+
 @dataclass
 class BenchReportCommand:
     """Merge the runs of several ``odin-ns bench`` results (say, seeds run in separate invocations with
@@ -118,34 +147,6 @@ def report(results: Dict, out: Path) -> None:
 
     plot_results(results, out)
     print(format_table(results["summary"]))
-
-    def _run(self, name: str, ranks: int, seed: int) -> Dict:
-        label = f"{name}-w{ranks}-s{seed}"
-        run_root = self.out / "runs" / label
-        extra = tuple(shlex.split(self.extra))
-        if self.full_resolution:
-            extra += ("--pipeline.model.num-downscales", "0")
-        command = training_command(name, ranks, self.data, run_root, self.steps, seed, extra)
-        started = time.time()
-        run_dir = run_training(command, run_root, label)
-        record = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
-        if name == GSPLAT_PEER:
-            peer = json.loads((run_dir / "peer.json").read_text())
-            iteration_s = peer["step_s"]
-            record.update(num_gaussians=peer["num_gaussians"], image_size=peer["image_size"])
-        else:
-            iteration_s = iteration_times(run_dir)
-        steady = iteration_s[len(iteration_s) // 2 :]
-        record["step_s"] = statistics.median(steady)
-        record["views_per_s"] = ranks / record["step_s"]
-        units = run_dir / "odin_units.jsonl"
-        if units.exists():
-            record.update(unit_summary([json.loads(line) for line in units.read_text().splitlines()]))
-        if self.quality and name == GSPLAT_PEER:
-            record["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
-        elif self.quality and name != "no-exchange":
-            record["quality"] = evaluate(run_dir, stock=name == STOCK)
-        return record
 
 
 def run_training(command: List[str], run_root: Path, label: str) -> Path:
@@ -216,6 +217,7 @@ def unit_summary(units: List[Dict]) -> Dict:
         "windows_fully_admitted": admitted,
         "buckets_overlapped_fraction": 1 - published_first / buckets if buckets else None,
         "reruns": sum(unit["reruns"] for unit in steady),
+        "units_on_sync_path": sum(bool(unit.get("sync_path")) for unit in steady),
         "timeline": [{k: unit[k] for k in ("unit_id", "compute_s", "exposed_wait_s", "comm_s", "publish_s")}
                      for unit in units[-20:]],
     }

@@ -8,8 +8,9 @@ dataparser, so a plan file made once can be handed to every rank via ``plan_path
 
 from __future__ import annotations
 
+
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Dict, List, Literal, Optional, Tuple, Type, Union
@@ -79,6 +80,9 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
     """Plan written by ``odin-ns plan``; None builds it at start-up (seeded by train_cameras_sampling_seed)."""
     top_k: int = DEFAULT_TOP_K
     max_track_length: int = DEFAULT_MAX_TRACK_LENGTH
+    balance_ranks: bool = True
+    """rlg order: build each step from views of similar estimated render cost and share them evenly over the ranks,
+    so no rank waits for one rendering a far costlier view; False ignores cost (the plan's order alone)."""
 
 
 class OdinDataManager(FullImageDatamanager):
@@ -126,15 +130,19 @@ class OdinDataManager(FullImageDatamanager):
             seconds = plan.settings["aot_seconds"]
             CONSOLE.log(
                 f"Odin AOT schedule ({plan.graph.source}) took {seconds['total']:.2f} s: reading "
-                f"{seconds['observations']:.2f}, graph {seconds['graph']:.2f}, partition {seconds['partition']:.2f}, "
-                f"order {seconds['order']:.2f}"
+                f"{seconds['observations']:.2f}, graph {seconds['graph']:.2f}, view costs {seconds['costs']:.2f}, "
+                f"partition {seconds['partition']:.2f}, order {seconds['order']:.2f}"
             )
+        if not config.balance_ranks:
+            plan = replace(plan, view_costs=None)
         summary = plan.summary()
         CONSOLE.log(
             f"Odin schedule: {plan.num_views} views, regions {summary['regions']} "
             f"({summary['intra_region_weight_fraction']:.0%} of RLG weight inside), {plan.units_per_epoch} units of "
             f"{plan.world_size}x{plan.views_per_rank} per epoch, order {plan.order}, "
             f"{summary['admissible_window_fraction']:.0%} of overlap windows admissible"
+            + (f", rank imbalance {summary['rank_imbalance']:.3f} (random order {summary['random_rank_imbalance']:.3f})"
+               if "rank_imbalance" in summary else "")
         )
         return plan
 
@@ -186,9 +194,8 @@ class PlanCommand:
     max_track_length: int = DEFAULT_MAX_TRACK_LENGTH
 
     def main(self) -> None:
-        parser_config = OdinDataParserConfig(data=self.data)
+        parser_config = OdinDataParserConfig(data=self.data, load_3D_points=True)  # seed points: view costs
         parser = parser_config.setup()
-        parser_config.load_3D_points = parser.detect_layout() == "nerfstudio"  # COLMAP data gives tracks instead
         outputs = parser.get_dataparser_outputs(split="train")
         plan = plan_training_views(
             outputs,

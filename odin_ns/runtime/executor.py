@@ -13,6 +13,9 @@ Adam publication bring every replica to the same state.
   published (delayed reads) when ``odin_ns.sync.gate`` bounds the skipped update as small and the delayed rows are
   at most ``tau`` of its reads. Delayed rows are published right after unit t+1 ran and are not re-run for.
 
+Where windows keep leaving nothing in flight (every view reads almost every Gaussian), the overlapped modes run
+stretches of units on sync's path (``RuntimeConfig.fallback_after``) and probe again after each.
+
 docs/design.md explains the model, the hazards and the timeline; docs/throughput_first.md the delayed reads.
 """
 
@@ -119,6 +122,12 @@ class RuntimeConfig:
     """Bound on every wait for a collective; a dead or hung peer raises PeerFailureError after it."""
     delay: DelayLimits = DelayLimits()
     """throughput-first: what a delayed read may skip."""
+    fallback_after: int = 16
+    """Overlapped modes: after this many consecutive windows in which nothing stayed in flight (every bucket with
+    update rows was published before the next unit ran, as on captures where every view sees almost everything),
+    run the next ``fallback_units`` units on sync's path (no read-scope pass, hazard read or validation: only host
+    work that could not pay), then probe again. 0: never. The parameters are sync's either way."""
+    fallback_units: int = 64
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -133,6 +142,10 @@ class RuntimeConfig:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
         if self.min_buckets < 1:
             raise ValueError(f"min_buckets must be at least 1, got {self.min_buckets}")
+        if self.fallback_after < 0 or self.fallback_units < 1:
+            raise ValueError(
+                f"fallback_after must be >= 0 and fallback_units >= 1, got {self.fallback_after}, {self.fallback_units}"
+            )
 
 
 @dataclass
@@ -204,6 +217,10 @@ class OdinRuntime:
         self._world_size = dist.get_world_size(group)
         self._timeout = timedelta(seconds=config.timeout_s)
         self._pending: _StagedUnit | None = None
+        self._idle_windows = 0
+        """Consecutive windows that left nothing in flight (equal on every rank: decided from gathered scopes)."""
+        self._sync_path_units = 0
+        """Units still to run on sync's path before the overlap is probed again."""
         self.rebind(params, optimizers)
         device = next(iter(self._params.values())).device
         self._clock = Clock(device)
@@ -264,8 +281,13 @@ class OdinRuntime:
         """Run one unit; return its loss. In the overlapped modes the unit stays staged until the next ``run_unit``
         or ``drain``, and ``visible_fn`` (its read scope) is required; throughput-first also needs
         ``sensitivity_fn``, which turns the bound on a delayed read into the unit's pixels."""
-        if self.config.mode == "sync":
+        if self.config.mode == "sync" or self._sync_path_units:
+            if self._pending is not None:  # leaving the overlap: the staged unit publishes first, as under sync
+                staged, self._pending = self._pending, None
+                self._publish_all(self._launch(staged, read_scope=None))
+            self._sync_path_units = max(0, self._sync_path_units - 1)
             record = self._new_record(unit_id)
+            record.sync_path = self.config.mode != "sync"
             loss, visible, staging = self._compute(compute_fn, shadow_views(self._params), record, "compute_s", ())
             self._publish_all(self._launch(self._stage(unit_id, staging, visible, record), read_scope=None))
             return loss
@@ -501,6 +523,7 @@ class OdinRuntime:
         first = self.policy.buckets_to_publish_first(hazards)
         for run in consecutive_runs(first):
             self._publish_run(in_flight, run)
+        self._count_idle_window(left_in_flight=sum(1 for rows in hazards.update_rows if rows) - len(first))
         window = {
             "decisions": {
                 HazardKind.RAW.value: "rejected" if first else "admitted",
@@ -518,6 +541,13 @@ class OdinRuntime:
                 in_flight.delayed_scope = restrict_to_ranges(conflicts, [self._buckets.ranges[b] for b in delayed])
             window.update(delay_summary(hazards, delayed))
         return window
+
+    def _count_idle_window(self, left_in_flight: int) -> None:
+        """Switch to sync's path for ``fallback_units`` units after ``fallback_after`` windows in a row that left
+        nothing in flight."""
+        self._idle_windows = 0 if left_in_flight else self._idle_windows + 1
+        if self.config.fallback_after and self._idle_windows >= self.config.fallback_after:
+            self._idle_windows, self._sync_path_units = 0, self.config.fallback_units
 
     def _window_delay(self, in_flight: _InFlightUnit) -> WindowDelay:
         """Bound, per bucket, the update unit t+1 would skip by reading its conflicting rows stale, from the

@@ -63,6 +63,8 @@ class UnitRecord:
     bytes_exchanged: int = 0
     update_rows: int | torch.Tensor | None = None
     window: dict[str, Any] | None = None
+    sync_path: bool = False
+    """An overlapped mode ran this unit on sync's path (a fallback stretch: recent windows overlapped nothing)."""
     spans: dict[str, list[tuple[Stamp, Stamp]]] = field(default_factory=dict)
 
     def add_span(self, name: str, start: Stamp, end: Stamp) -> None:
@@ -82,6 +84,7 @@ class UnitRecord:
             "bytes_exchanged": self.bytes_exchanged,
             "update_rows": int(update_rows) if update_rows is not None else None,
             "window": self.window,
+            "sync_path": self.sync_path,
             **{name: sum(seconds_between(*span) for span in self.spans.get(name, ())) for name in SPANS},
         }
 
@@ -108,5 +111,6 @@ class RuntimeStats:
             "reruns": sum(row["reruns"] for row in rows),
             "bytes_exchanged": sum(row["bytes_exchanged"] for row in rows),
             "windows": {kind: dict(counts) for kind, counts in windows.items()},
+            "units_on_sync_path": sum(row["sync_path"] for row in rows),
             **{name: sum(row[name] for row in rows) for name in SPANS},
         }

@@ -10,6 +10,12 @@ views_per_rank. Each epoch is a fresh, seeded permutation of the training views 
   of the unit size are pooled into mixed units, interleaved like one more region.
 * ``random`` order: a plain shuffle (the baseline).
 
+Rank balance: with ``view_costs`` (each view's estimated render cost, from the seed points in its frustum), the rlg
+order builds each unit from views of similar cost (views sorted by cost with a random jitter, so pairings vary
+between epochs, then cut into units whose order within the region is shuffled) and deals a unit's views to the
+ranks in serpentine order. A step lasts as long as its slowest rank, so a wide view rendered next to a narrow one
+makes the other ranks wait at every exchange; ``rank_imbalance`` measures that (1 = balanced).
+
 Remainder: when the number of views V is not a multiple of the unit size B, each epoch drops V mod B views (drawn at
 random from the pool of leftovers, so a different set every epoch) and has V // B units; no unit ever holds the same
 view twice and no view appears twice in an epoch. Unit u of epoch e is step e * (V // B) + u.
@@ -34,7 +40,7 @@ import scipy.sparse as sp
 
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS, Partition, partition_views, region_coupling
 from odin_ns.schedule.rlg import DEFAULT_MAX_TRACK_LENGTH, DEFAULT_TOP_K, RelativeLocalityGraph, build_rlg
-from odin_ns.schedule.tracks import ViewCameras, collect_observations, view_names
+from odin_ns.schedule.tracks import ViewCameras, collect_observations, render_costs, view_names
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +52,8 @@ DEFAULT_CONFLICT_THRESHOLD = 0.05
 the 8 strongest neighbours of a view overlap by 0.17 or more on average, so this only admits pairs that are not
 close neighbours (docs/schedule.md)."""
 
+COST_JITTER = 0.1
+"""Log-normal spread applied to view costs before sorting: views of similar cost trade partners between epochs."""
 _PLAN_FORMAT = 1
 _SUMMARY_EPOCHS = 4
 """Epochs the plan statistics average over: each epoch is a different shuffle, one alone is noisy on small data."""
@@ -126,6 +134,31 @@ def interleave_evenly(group_sizes: Sequence[int]) -> list[tuple[int, int]]:
     return sequence
 
 
+def cost_matched_units(views: np.ndarray, costs: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """(len(views) // size, size) units of ``views`` (whole units only, the caller handles leftovers), each made of
+    views of similar jittered cost, in shuffled unit order."""
+    jittered = costs[views] * np.exp(rng.normal(0.0, COST_JITTER, len(views)))
+    ordered = views[np.argsort(jittered, kind="stable")]
+    units = ordered[: len(views) // size * size].reshape(-1, size)
+    return units[rng.permutation(len(units))]
+
+
+def deal_to_ranks(unit: np.ndarray, costs: np.ndarray, world_size: int, views_per_rank: int) -> np.ndarray:
+    """The views of one unit reordered so rank r's block (views_per_rank consecutive entries) holds the r-th share
+    of a serpentine deal from the most to the least costly view: every rank's total cost is nearly equal."""
+    by_cost = unit[np.argsort(-costs[unit], kind="stable")]
+    rounds = by_cost.reshape(views_per_rank, world_size)
+    rounds[1::2] = rounds[1::2, ::-1].copy()
+    return rounds.T.reshape(-1)
+
+
+def rank_imbalance(units: np.ndarray, costs: np.ndarray, world_size: int) -> float:
+    """Sum over units of the slowest rank's cost over the sum of the mean rank's: the step time lost to waiting for
+    the slowest rank, relative to a perfectly balanced schedule (1.0)."""
+    per_rank = costs[units].reshape(len(units), world_size, -1).sum(axis=2)
+    return float(per_rank.max(axis=1).sum() / per_rank.mean(axis=1).sum())
+
+
 @dataclass(eq=False)
 class SchedulePlan:
     """The AOT schedule: views of every rank at every step, plus predicted conflicts between steps."""
@@ -141,6 +174,8 @@ class SchedulePlan:
     conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD
     positions: Optional[np.ndarray] = None
     """(views, 3) camera positions, for the figure."""
+    view_costs: Optional[np.ndarray] = None
+    """(views,) estimated render cost of each view (``render_costs``); None: units ignore cost."""
     settings: dict = field(default_factory=dict)
     """How the plan was built (top_k, max_track_length, AOT timings); recorded, not used."""
     rotation: np.ndarray = field(init=False, repr=False)
@@ -153,6 +188,8 @@ class SchedulePlan:
             raise ValueError(f"unknown order {self.order!r}, expected one of {ORDERS}")
         if len(self.partition.labels) != self.num_views or self.graph.num_views != self.num_views:
             raise ValueError(f"plan of {self.num_views} views got a graph or partition of another size")
+        if self.view_costs is not None and self.view_costs.shape != (self.num_views,):
+            raise ValueError(f"plan of {self.num_views} views got view costs of shape {self.view_costs.shape}")
         self.rotation = self.partition.rotation_order()
 
     @property
@@ -197,13 +234,20 @@ class SchedulePlan:
         for region in self.rotation:
             views = rng.permutation(np.flatnonzero(self.partition.labels == region))
             full_units = len(views) // size
-            groups.append(views[: full_units * size].reshape(full_units, size))
+            groups.append(self._cut_units(views[: full_units * size], rng))
             leftovers.append(views[full_units * size :])
         pool = np.concatenate(leftovers)
         pool = np.delete(pool, rng.choice(len(pool), len(pool) % size, replace=False))
-        groups.append(pool.reshape(-1, size))
+        groups.append(self._cut_units(pool, rng))
         sequence = interleave_evenly([len(group) for group in groups])
         return np.stack([groups[group][index] for group, index in sequence])
+
+    def _cut_units(self, views: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Whole units of ``views`` (already shuffled): consecutive ones, or cost-matched and rank-balanced ones."""
+        if self.view_costs is None or len(views) == 0:
+            return views.reshape(-1, self.views_per_step)
+        units = cost_matched_units(views, self.view_costs, self.views_per_step, rng)
+        return np.stack([deal_to_ranks(unit, self.view_costs, self.world_size, self.views_per_rank) for unit in units])
 
     def _unit(self, step: int) -> np.ndarray:
         if step < 0:
@@ -269,8 +313,21 @@ class SchedulePlan:
             "conflict_threshold": self.conflict_threshold,
             "admissible_window_fraction": planned.admissible_fraction,
             "random_admissible_window_fraction": shuffled.admissible_fraction,
+            **self._imbalance_summary(),
             **self.settings,
         }
+
+    def _imbalance_summary(self) -> dict:
+        """Predicted ``rank_imbalance`` of this plan and of a random order, over the summary epochs."""
+        if self.view_costs is None or self.world_size == 1:
+            return {}
+        shuffled = self.with_batch(order="random")
+
+        def imbalance(plan: SchedulePlan) -> float:
+            units = np.concatenate([plan.epoch_units(epoch) for epoch in range(_SUMMARY_EPOCHS)])
+            return rank_imbalance(units, self.view_costs, self.world_size)
+
+        return {"rank_imbalance": imbalance(self), "random_rank_imbalance": imbalance(shuffled)}
 
     def check_views(self, names: Sequence[str]) -> None:
         """Raise if the plan was made for other training views than names (same names, same order)."""
@@ -310,6 +367,7 @@ class SchedulePlan:
                 weights_indices=weights.indices,
                 weights_data=weights.data,
                 positions=self.positions if self.positions is not None else np.zeros((0, 3)),
+                view_costs=self.view_costs if self.view_costs is not None else np.zeros(0),
             )
 
     @classmethod
@@ -327,6 +385,7 @@ class SchedulePlan:
             )
             labels = stored["labels"]
             positions = stored["positions"] if len(stored["positions"]) else None
+            costs = stored["view_costs"] if "view_costs" in stored and len(stored["view_costs"]) else None
             num_regions = int(stored["num_regions"])
         return cls(
             view_names=names,
@@ -338,6 +397,7 @@ class SchedulePlan:
             seed=meta["seed"],
             conflict_threshold=meta["conflict_threshold"],
             positions=positions,
+            view_costs=costs,
             settings=meta["settings"],
         )
 
@@ -364,6 +424,8 @@ def build_plan(
     observed = time.perf_counter()
     graph = build_rlg(observations, max_track_length, top_k)
     graphed = time.perf_counter()
+    costs = None if seed_points is None or len(seed_points) == 0 else render_costs(cameras, seed_points, seed)
+    costed = time.perf_counter()
     partition = partition_views(graph, num_regions, seed)
     partitioned = time.perf_counter()
     plan = SchedulePlan(
@@ -376,6 +438,7 @@ def build_plan(
         seed=seed,
         conflict_threshold=conflict_threshold,
         positions=cameras.positions,
+        view_costs=costs,
     )
     plan.epoch_units(0)
     ordered = time.perf_counter()
@@ -385,19 +448,22 @@ def build_plan(
         "aot_seconds": {
             "observations": observed - start,
             "graph": graphed - observed,
-            "partition": partitioned - graphed,
+            "costs": costed - graphed,
+            "partition": partitioned - costed,
             "order": ordered - partitioned,
             "total": ordered - start,
         },
     }
     logger.info(
-        "AOT schedule of %d views (%s) took %.2f s: observations %.2f, graph %.2f, partition %.2f, order %.2f",
+        "AOT schedule of %d views (%s) took %.2f s: observations %.2f, graph %.2f, costs %.2f, partition %.2f, "
+        "order %.2f",
         len(view_paths),
         graph.source,
         ordered - start,
         observed - start,
         graphed - observed,
-        partitioned - graphed,
+        costed - graphed,
+        partitioned - costed,
         ordered - partitioned,
     )
     return plan
