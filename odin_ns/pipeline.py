@@ -43,8 +43,11 @@ class OdinConfig(PrintableConfig):
     """throughput-first: largest opacity change a delayed read may skip."""
     max_delay_param_step: float = 0.05
     """throughput-first: largest skipped change of any other parameter (log-scale, quaternion, SH coefficient)."""
-    exchange: Literal["dense", "scoped", "auto"] = "auto"
-    """dense: all-reduce every row; scoped: only the rows some rank updated; auto: scoped when the scope is small."""
+    exchange: Literal["dense", "scoped", "auto"] = "dense"
+    """dense: all-reduce every row; scoped: only the rows some rank updated; auto: scoped when the scope is small.
+    Dense by default: the scoped exchange needs the update scope's size on the host before it can launch, a read
+    that stalls the GPU queue; on 2 H200s over NVLink that cost more than the bytes it saved (docs/results.md,
+    large-scene profile). Scoped pays where links are slow relative to the host."""
     bucket_mb: float = 25.0
     """Largest all-reduced bucket of gradient rows (every mode cuts the same buckets)."""
     min_buckets: int = 8

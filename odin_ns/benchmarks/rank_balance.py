@@ -10,7 +10,8 @@ machine drift hits both alike.
 Usage: ``python -m odin_ns.benchmarks.rank_balance --data SCENE [--ranks 2] [--steps 120] [--seeds 2]``; prints the mean
 step time over the second half of each run (the mean, not the median: the cost of imbalance sits in the minority of
 steps that pair unlike views, and throughput is total time), the median, rank 0's exposed wait per unit and the
-ratio of the means; each run's log (``OUT/<label>.log``) has the plan's predicted rank imbalance.
+ratio of the means (``--quality``: also held-out PSNR/SSIM, balanced minus cost-blind per seed); each run's log
+(``OUT/<label>.log``) has the plan's predicted rank imbalance.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class RankBalanceCommand:
     out: Path = Path("outputs/rank_balance")
     extra: str = ""
     """Extra ns-train arguments for both configurations, one string (e.g. "--pipeline.model.stop-split-at 0")."""
+    quality: bool = False
+    """Also evaluate held-out PSNR/SSIM (ns-eval) and report balanced minus cost-blind, paired by seed."""
 
     def main(self) -> None:
         runs = []
@@ -61,6 +64,8 @@ class RankBalanceCommand:
             runs.append({"balanced": balance, "seed": seed, "step_s_mean": statistics.mean(steady),
                          "step_s_median": statistics.median(steady),
                          "exposed_wait_s": unit_summary(units)["exposed_wait_s"], "run_dir": str(run_dir)})
+            if self.quality:
+                runs[-1]["quality"] = evaluate(run_dir, stock=False)
         summary = {}
         for balance in (False, True):
             group = [run for run in runs if run["balanced"] == balance]
@@ -72,6 +77,12 @@ class RankBalanceCommand:
         summary["step_time_ratio_cost_blind_over_balanced"] = (
             summary["cost_blind"]["step_ms_mean"] / summary["balanced"]["step_ms_mean"]
         )
+        if self.quality:
+            blind = {run["seed"]: run["quality"] for run in runs if not run["balanced"]}
+            for metric in ("psnr", "ssim"):
+                deltas = [run["quality"][metric] - blind[run["seed"]][metric] for run in runs if run["balanced"]]
+                summary[f"{metric}_balanced_minus_cost_blind"] = {"mean": statistics.mean(deltas), "worst": min(deltas),
+                                                                  "per_seed": deltas}
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "results.json").write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
         print(json.dumps(summary, indent=2))
