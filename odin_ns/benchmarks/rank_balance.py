@@ -24,7 +24,13 @@ from pathlib import Path
 import tyro
 from tqdm import tqdm
 
-from odin_ns.benchmarks.bench import evaluate, iteration_times, run_training, training_command, unit_summary
+from odin_ns.benchmarks.bench import (
+    evaluate,
+    iteration_times,
+    run_training,
+    training_command,
+    unit_summary,
+)
 
 
 @dataclass

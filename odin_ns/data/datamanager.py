@@ -80,9 +80,10 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
     """Plan written by ``odin-ns plan``; None builds it at start-up (seeded by train_cameras_sampling_seed)."""
     top_k: int = DEFAULT_TOP_K
     max_track_length: int = DEFAULT_MAX_TRACK_LENGTH
-    balance_ranks: bool = True
+    balance_ranks: bool = False
     """rlg order: build each step from views of similar estimated render cost and share them evenly over the ranks,
-    so no rank waits for one rendering a far costlier view; False ignores cost (the plan's order alone)."""
+    so no rank waits for one rendering a far costlier view (docs/schedule.md). Off by default until measured on
+    GPUs: on the CPU it cut the predicted imbalance a lot but step time by -2% to +3% (docs/results.md)."""
 
 
 class OdinDataManager(FullImageDatamanager):
