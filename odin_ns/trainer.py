@@ -8,7 +8,8 @@ What it adds to nerfstudio's Trainer:
   rates scale by sqrt(B), Adam betas become beta**B and the model's schedules count views (Grendel-GS's rules);
 - checkpoints are written after draining in-flight units on every rank, with plain Python numbers where nerfstudio
   1.1.5 leaves ``numpy.float64`` learning rates (torch >= 2.6 loads with ``weights_only=True`` and refuses those);
-- per-unit runtime statistics go to ``odin_units.jsonl`` in the run directory and to nerfstudio's writers;
+- per-unit runtime statistics go to ``odin_units.jsonl`` (rank 0; ``odin_units_rank{r}.jsonl`` for the others) in the
+  run directory and to nerfstudio's writers;
 - with ``--pipeline.odin.profile-steps N`` it records steps ``profile-start`` .. +N-1 with torch.profiler into
   ``profile_rank{r}.json.gz`` per rank (:mod:`odin_ns.profiling`), the input of ``odin-ns timeline``.
 """
@@ -32,8 +33,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.comm.process_group import init_from_env
 from odin_ns.pipeline import OdinPipelineConfig
-
-UNIT_LOG = "odin_units.jsonl"
+from odin_ns.runtime.stats import unit_log
 
 
 def to_python_scalars(value: Any) -> Any:
@@ -158,15 +158,18 @@ class OdinTrainer(Trainer):
         return loss, loss_dict, metrics_dict
 
     def _log_units(self, step: int, force: bool = False) -> None:
-        """At logging steps, append the newly published units' records to odin_units.jsonl and nerfstudio's writers
-        (main process); batched because reading a record's GPU timings waits for the GPU."""
+        """At logging steps, append the newly published units' records to this rank's unit log (``unit_log``) and,
+        on the main process, to nerfstudio's writers; batched because reading a record's GPU timings waits for the
+        GPU."""
         if not force and step % self.config.logging.steps_per_log != 0:
             return
         records = self.pipeline.new_unit_records()
-        if not comms.is_main_process() or not records:
+        if not records:
             return
-        with open(self.base_dir / UNIT_LOG, "a") as log:
+        with open(unit_log(self.base_dir, comms.get_rank()), "a") as log:
             log.writelines(json.dumps(record) + "\n" for record in records)
+        if not comms.is_main_process():
+            return
         for key, value in records[-1].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 writer.put_scalar(name=f"Odin/{key}", scalar=value, step=step)

@@ -28,5 +28,6 @@ def test_bench_writes_results_and_plots(tiny_scene: Path, tmp_path: Path):
     assert rows["sync"]["ratio_to_sync"] == 1.0
     assert "wait_hidden" in rows["quality-first"] and "psnr" in rows["quality-first"]
     assert all(run["exposed_wait_s"] >= 0 and run["timeline"] for run in results["runs"])
+    assert all(len(run["timelines_by_rank"]) == 2 and all(run["timelines_by_rank"]) for run in results["runs"])
     for plot in ("throughput.png", "timeline.png", "quality.png"):
         assert (out / plot).stat().st_size > 1000

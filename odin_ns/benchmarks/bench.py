@@ -3,7 +3,7 @@
 Each configuration is a real training run (``ns-train odin-splatfacto`` under torchrun, or stock ``splatfacto``);
 runs are interleaved over seeds so machine drift hits all alike. Speed comes from nerfstudio's own per-iteration
 timer in the run's tensorboard log (median over the second half of the steps, i.e. after warm-up), Odin's wait and
-admission figures from ``odin_units.jsonl``, quality from ``ns-eval``. ``no-exchange`` is measurement only: the
+admission figures from rank 0's unit log and the step timeline from every rank's, quality from ``ns-eval``. ``no-exchange`` is measurement only: the
 same training with every rank in its own process group, so nothing crosses ranks (replicas diverge); its time is
 the compute-only floor that the exchange modes are compared against.
 """
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from tqdm import tqdm
+
+from odin_ns.runtime.stats import unit_log
 
 ODIN_MODES = ("sync", "quality-first", "throughput-first", "no-exchange")
 STOCK = "splatfacto"
@@ -102,9 +104,10 @@ class BenchCommand:
         steady = iteration_s[len(iteration_s) // 2 :]
         record["step_s"] = statistics.median(steady)
         record["views_per_s"] = ranks / record["step_s"]
-        units = run_dir / "odin_units.jsonl"
-        if units.exists():
-            record.update(unit_summary([json.loads(line) for line in units.read_text().splitlines()]))
+        logs = [unit_log(run_dir, rank) for rank in range(ranks)]
+        if logs[0].exists():
+            record.update(unit_summary(read_units(logs[0])))
+            record["timelines_by_rank"] = [unit_timeline(read_units(log)) for log in logs if log.exists()]
         if self.quality and name == GSPLAT_PEER:
             record["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
         elif self.quality and name != "no-exchange":
@@ -218,9 +221,18 @@ def unit_summary(units: List[Dict]) -> Dict:
         "buckets_overlapped_fraction": 1 - published_first / buckets if buckets else None,
         "reruns": sum(unit["reruns"] for unit in steady),
         "units_on_sync_path": sum(bool(unit.get("sync_path")) for unit in steady),
-        "timeline": [{k: unit[k] for k in ("unit_id", "compute_s", "exposed_wait_s", "comm_s", "publish_s")}
-                     for unit in units[-20:]],
+        "timeline": unit_timeline(units),
     }
+
+
+def read_units(path: Path) -> List[Dict]:
+    """The unit records of one rank's log (``odin_ns.runtime.stats.unit_log``)."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def unit_timeline(units: List[Dict]) -> List[Dict]:
+    """The last 20 units' spans, for the step-timeline plot."""
+    return [{k: unit[k] for k in ("unit_id", "compute_s", "exposed_wait_s", "comm_s", "publish_s")} for unit in units[-20:]]
 
 
 def evaluate(run_dir: Path, stock: bool) -> Dict[str, float]:

@@ -29,17 +29,18 @@ def plot_results(results: Dict, out: Path) -> List[Path]:
     figure.savefig(paths[0], dpi=120)
     plt.close(figure)
 
-    timelines = [(run["name"], run["ranks"], run["timeline"]) for run in results["runs"] if "timeline" in run]
-    figure, axis = plt.subplots(figsize=(9, 0.6 * max(len(timelines), 1) + 1.5))
-    for lane, (name, ranks, units) in enumerate(timelines):
+    timelines = [(f"{run['name']} x{run['ranks']} rank {rank}", units) for run in results["runs"]
+                 for rank, units in enumerate(run.get("timelines_by_rank") or [run.get("timeline")]) if units]
+    figure, axis = plt.subplots(figsize=(9, 0.45 * max(len(timelines), 1) + 1.5))
+    for lane, (_, units) in enumerate(timelines):
         start = 0.0
         for unit in units:
             axis.barh(lane, unit["compute_s"] * 1e3, left=start, color="tab:green", height=0.6)
             start += unit["compute_s"] * 1e3
             axis.barh(lane, unit["exposed_wait_s"] * 1e3, left=start, color="tab:red", height=0.6)
             start += unit["exposed_wait_s"] * 1e3 + unit["publish_s"] * 1e3
-    axis.set_yticks(range(len(timelines)), [f"{name} x{ranks}" for name, ranks, _ in timelines])
-    axis.set_xlabel("ms (last 20 units, rank 0): green compute, red exposed wait")
+    axis.set_yticks(range(len(timelines)), [label for label, _ in timelines])
+    axis.set_xlabel("ms (last 20 units of each rank): green compute, red exposed wait")
     axis.set_title("Step timeline")
     figure.tight_layout()
     figure.savefig(paths[1], dpi=120)

@@ -27,10 +27,12 @@ from tqdm import tqdm
 from odin_ns.benchmarks.bench import (
     evaluate,
     iteration_times,
+    read_units,
     run_training,
     training_command,
     unit_summary,
 )
+from odin_ns.runtime.stats import unit_log
 
 
 @dataclass
@@ -60,7 +62,7 @@ class RankBalanceCommand:
                 self.out / label, label,
             )
             times = iteration_times(run_dir)
-            units = [json.loads(line) for line in (run_dir / "odin_units.jsonl").read_text().splitlines()]
+            units = read_units(unit_log(run_dir, 0))
             steady = times[len(times) // 2 :]
             runs.append({"balanced": balance, "seed": seed, "step_s_mean": statistics.mean(steady),
                          "step_s_median": statistics.median(steady),

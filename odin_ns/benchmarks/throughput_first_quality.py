@@ -24,8 +24,15 @@ from typing import Dict, List, Optional, Tuple
 import tyro
 from tqdm import tqdm
 
-from odin_ns.benchmarks.bench import evaluate, iteration_times, run_training, training_command
+from odin_ns.benchmarks.bench import (
+    evaluate,
+    iteration_times,
+    read_units,
+    run_training,
+    training_command,
+)
 from odin_ns.data.demo_scene import generate_demo_scene
+from odin_ns.runtime.stats import unit_log
 
 RANKS = 2
 REFERENCE = "sync"
@@ -166,7 +173,7 @@ class ThroughputFirstQualityCommand:
         command = training_command(mode, RANKS, data, run_root, steps, seed, (*QUIET, *odin_arguments))
         command += dataparser
         run_dir = run_training(command, run_root, label)
-        units = [json.loads(line) for line in (run_dir / "odin_units.jsonl").read_text().splitlines()]
+        units = read_units(unit_log(run_dir, 0))
         step_times = iteration_times(run_dir)
         return {
             "command": " ".join(command),

@@ -9,11 +9,20 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 Stamp = float | torch.cuda.Event
+UNIT_LOG = "odin_units.jsonl"
+
+
+def unit_log(run_dir: Path, rank: int) -> Path:
+    """Where rank ``rank`` of a training run appends its unit records (JSON lines): ``odin_units.jsonl`` for rank 0,
+    the run's summary that the tools read, ``odin_units_rank{r}.jsonl`` for the others, with their own waits and
+    timings (hazard decisions are equal on every rank)."""
+    return Path(run_dir) / (UNIT_LOG if rank == 0 else f"odin_units_rank{rank}.jsonl")
 SPANS = ("compute_s", "rerun_compute_s", "exposed_wait_s", "comm_s", "publish_s")
 
 
