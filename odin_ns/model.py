@@ -6,7 +6,8 @@ What changes:
 - rendering goes through :mod:`odin_ns.rendering`: gsplat's CUDA rasterizer on GPU, the torch reference on CPU;
 - the random training background is drawn from a generator seeded by (step, rank), so re-running a unit (Odin's
   validation) or running it on another schedule renders exactly the same image;
-- LPIPS is built lazily and reported as unavailable when its weights cannot be loaded.
+- LPIPS is built lazily and reported as unavailable when its weights cannot be loaded;
+- the resolution warm-up stops halving at MIN_RENDER_LONG_SIDE pixels (below it densification runs away).
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ class OdinSplatfactoModelConfig(SplatfactoModelConfig):
 
 
 FIXED_BACKGROUNDS = {"black": torch.zeros(3), "white": torch.ones(3)}
+MIN_RENDER_LONG_SIDE = 120
+"""Splatfacto's resolution warm-up never renders a training image with a shorter long side than this (pixels). Its
+densification splits every Gaussian whose radius exceeds ``split_screen_size`` (5%) of the image, and the smallest
+splats are about 3 px in radius; at 32x24 (the 128x96 demo scene at 1/4) that is 9% of the image, so every Gaussian
+splits at every refinement and the count runs away (3,381 -> 116,415 in 600 steps on the demo scene). 120 px keeps
+a 3 px splat at half the threshold."""
 
 VIEW_COUNTED_SCHEDULES = (
     "warmup_length",
@@ -187,8 +194,18 @@ class OdinSplatfactoModel(SplatfactoModel):
             return torch.rand(3, generator=generator).to(self.device)
         return FIXED_BACKGROUNDS[self.config.background_color].to(self.device)
 
+    def _get_downscale_factor(self) -> int:
+        """Splatfacto's warm-up factor, halved until the rendered long side is at least MIN_RENDER_LONG_SIDE."""
+        factor = super()._get_downscale_factor()
+        long_side = getattr(self, "_image_long_side", None)
+        while long_side is not None and factor > 1 and long_side / factor < MIN_RENDER_LONG_SIDE:
+            factor //= 2
+        return factor
+
     def _rasterization_inputs(self, camera: Cameras) -> Dict:
         """gsplat ``rasterization`` keyword arguments for the (cropped) Gaussians seen from ``camera``."""
+        if self.training:  # the ground truth is downscaled by the same factor (get_gt_img), after this render
+            self._image_long_side = max(int(camera.width[0, 0].item()), int(camera.height[0, 0].item()))
         if self.training:
             camera_to_world = self.camera_optimizer.apply_to_camera(camera)
         else:
