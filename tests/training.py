@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Sequence
 
+from odin_ns.benchmarks.bench import read_units
+from odin_ns.runtime.stats import unit_log
+
 BIN = Path(sys.executable).parent
 QUIET_TRAINING = [
     "--vis", "tensorboard",
@@ -67,5 +70,5 @@ def scalar_series(run_dir: Path, tag: str) -> List[float]:
 
 
 def unit_records(run_dir: Path) -> List[dict]:
-    """Per-unit Odin runtime records (odin_units.jsonl)."""
-    return [json.loads(line) for line in (run_dir / "odin_units.jsonl").read_text().splitlines()]
+    """Per-unit Odin runtime records of rank 0."""
+    return read_units(unit_log(run_dir, 0))

@@ -106,8 +106,9 @@ class BenchCommand:
         record["views_per_s"] = ranks / record["step_s"]
         logs = [unit_log(run_dir, rank) for rank in range(ranks)]
         if logs[0].exists():
-            record.update(unit_summary(read_units(logs[0])))
-            record["timelines_by_rank"] = [unit_timeline(read_units(log)) for log in logs if log.exists()]
+            units_by_rank = [read_units(log) for log in logs if log.exists()]
+            record.update(unit_summary(units_by_rank[0]))
+            record["timelines_by_rank"] = [unit_timeline(units) for units in units_by_rank]
         if self.quality and name == GSPLAT_PEER:
             record["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
         elif self.quality and name != "no-exchange":

@@ -17,6 +17,7 @@ ratio of the means (``--quality``: also held-out PSNR/SSIM, balanced minus cost-
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from tqdm import tqdm
 from odin_ns.benchmarks.bench import (
     evaluate,
     iteration_times,
+    quality_deltas,
     read_units,
     run_training,
     training_command,
@@ -48,14 +50,15 @@ class RankBalanceCommand:
     extra: str = ""
     """Extra ns-train arguments for both configurations, one string (e.g. "--pipeline.model.stop-split-at 0")."""
     quality: bool = False
-    """Also evaluate held-out PSNR/SSIM (ns-eval) and report balanced minus cost-blind, paired by seed."""
+    """Also evaluate held-out PSNR/SSIM (ns-eval) and report balanced minus cost-blind, paired by seed (mean, worst,
+    in dB/units and %)."""
 
     def main(self) -> None:
         runs = []
         plan = [(seed, balance) for seed in range(self.seeds) for balance in (False, True)]
         for seed, balance in tqdm(plan, desc="rank-balance runs", unit="run"):
             label = f"{'balanced' if balance else 'cost-blind'}-s{seed}"
-            extra = (*self.extra.split(), "--pipeline.model.num-downscales", "0",
+            extra = (*shlex.split(self.extra), "--pipeline.model.num-downscales", "0",
                      "--pipeline.datamanager.balance-ranks", str(balance))
             run_dir = run_training(
                 training_command("sync", self.ranks, self.data, self.out / label, self.steps, seed, extra),
@@ -81,11 +84,9 @@ class RankBalanceCommand:
             summary["cost_blind"]["step_ms_mean"] / summary["balanced"]["step_ms_mean"]
         )
         if self.quality:
-            blind = {run["seed"]: run["quality"] for run in runs if not run["balanced"]}
-            for metric in ("psnr", "ssim"):
-                deltas = [run["quality"][metric] - blind[run["seed"]][metric] for run in runs if run["balanced"]]
-                summary[f"{metric}_balanced_minus_cost_blind"] = {"mean": statistics.mean(deltas), "worst": min(deltas),
-                                                                  "per_seed": deltas}
+            summary["balanced_minus_cost_blind"] = quality_deltas(
+                [run for run in runs if run["balanced"]], [run for run in runs if not run["balanced"]]
+            )
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "results.json").write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
         print(json.dumps(summary, indent=2))

@@ -127,6 +127,7 @@ class OdinDataManager(FullImageDatamanager):
                 seed=config.train_cameras_sampling_seed,
                 top_k=config.top_k,
                 max_track_length=config.max_track_length,
+                estimate_costs=config.balance_ranks,
             )
             seconds = plan.settings["aot_seconds"]
             CONSOLE.log(

@@ -282,9 +282,7 @@ class OdinRuntime:
         or ``drain``, and ``visible_fn`` (its read scope) is required; throughput-first also needs
         ``sensitivity_fn``, which turns the bound on a delayed read into the unit's pixels."""
         if self.config.mode == "sync" or self._sync_path_units:
-            if self._pending is not None:  # leaving the overlap: the staged unit publishes first, as under sync
-                staged, self._pending = self._pending, None
-                self._publish_all(self._launch(staged, read_scope=None))
+            self._publish_pending()  # leaving the overlap: the staged unit publishes first, as under sync
             self._sync_path_units = max(0, self._sync_path_units - 1)
             record = self._new_record(unit_id)
             record.sync_path = self.config.mode != "sync"
@@ -327,10 +325,14 @@ class OdinRuntime:
     def drain(self) -> None:
         """Exchange and publish every staged unit, then meet all ranks at a barrier (before structural changes,
         evaluation, checkpoints and the end of training)."""
+        self._publish_pending()
+        barrier("drain barrier", self._timeout, self._group)
+
+    def _publish_pending(self) -> None:
+        """Exchange and publish the staged unit, if any, with no unit waiting on it."""
         if self._pending is not None:
             staged, self._pending = self._pending, None
             self._publish_all(self._launch(staged, read_scope=None))
-        barrier("drain barrier", self._timeout, self._group)
 
     def verify_replicas(self) -> None:
         """Raise ReplicaDivergenceError unless every rank holds the same parameters (checked at barriers).

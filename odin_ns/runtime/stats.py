@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 Stamp = float | torch.cuda.Event
+SPANS = ("compute_s", "rerun_compute_s", "exposed_wait_s", "comm_s", "publish_s")
 UNIT_LOG = "odin_units.jsonl"
 
 
@@ -23,7 +24,6 @@ def unit_log(run_dir: Path, rank: int) -> Path:
     the run's summary that the tools read, ``odin_units_rank{r}.jsonl`` for the others, with their own waits and
     timings (hazard decisions are equal on every rank)."""
     return Path(run_dir) / (UNIT_LOG if rank == 0 else f"odin_units_rank{rank}.jsonl")
-SPANS = ("compute_s", "rerun_compute_s", "exposed_wait_s", "comm_s", "publish_s")
 
 
 class Clock:

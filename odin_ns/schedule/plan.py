@@ -416,15 +416,18 @@ def build_plan(
     top_k: int = DEFAULT_TOP_K,
     max_track_length: int = DEFAULT_MAX_TRACK_LENGTH,
     conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD,
+    estimate_costs: bool = True,
 ) -> SchedulePlan:
-    """Run the whole AOT step: observations -> RLG -> regions -> ordered units (timed, logged)."""
+    """Run the whole AOT step: observations -> RLG -> regions -> ordered units (timed, logged). ``estimate_costs``
+    (with seed points) records each view's render cost, which cost-balanced units need."""
     check_views_per_step(world_size, views_per_rank, len(view_paths))  # before spending time on the graph
     start = time.perf_counter()
     observations = collect_observations(view_paths, cameras, recon_dir, seed_points, seed)
     observed = time.perf_counter()
     graph = build_rlg(observations, max_track_length, top_k)
     graphed = time.perf_counter()
-    costs = None if seed_points is None or len(seed_points) == 0 else render_costs(cameras, seed_points, seed)
+    has_points = seed_points is not None and len(seed_points) > 0
+    costs = render_costs(cameras, seed_points, seed) if estimate_costs and has_points else None
     costed = time.perf_counter()
     partition = partition_views(graph, num_regions, seed)
     partitioned = time.perf_counter()

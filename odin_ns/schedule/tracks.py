@@ -244,12 +244,17 @@ def projected_incidence(cameras: ViewCameras, points: np.ndarray) -> sp.csr_matr
     return incidence_matrix(np.concatenate(rows), np.concatenate(cols), len(cameras))
 
 
+def seeded_subset(points: np.ndarray, limit: int, seed: int) -> np.ndarray:
+    """``points`` as an array, or a seeded random subset of ``limit`` of them when there are more."""
+    points = np.asarray(points)
+    if len(points) > limit:
+        points = points[np.random.default_rng(seed).choice(len(points), limit, replace=False)]
+    return points
+
+
 def seed_point_observations(cameras: ViewCameras, points: np.ndarray, seed: int = 0) -> Observations:
     """Co-visibility of the seed points (at most MAX_PROJECTED_POINTS of them, a seeded random subset)."""
-    points = np.asarray(points)
-    if len(points) > MAX_PROJECTED_POINTS:
-        points = points[np.random.default_rng(seed).choice(len(points), MAX_PROJECTED_POINTS, replace=False)]
-    return Observations(projected_incidence(cameras, points), SEED_POINTS)
+    return Observations(projected_incidence(cameras, seeded_subset(points, MAX_PROJECTED_POINTS, seed)), SEED_POINTS)
 
 
 COST_SAMPLE_POINTS = 20_000
@@ -259,11 +264,9 @@ COST_SAMPLE_POINTS = 20_000
 def render_costs(cameras: ViewCameras, points: np.ndarray, seed: int = 0) -> np.ndarray:
     """Estimated render cost of each view: the fraction of the seed points inside its frustum (occluded ones too,
     as the rasterizer processes them), from a seeded sample of at most COST_SAMPLE_POINTS points."""
-    points = np.asarray(points)
     if len(points) == 0:
         raise ValueError("render costs need seed points")
-    if len(points) > COST_SAMPLE_POINTS:
-        points = points[np.random.default_rng(seed).choice(len(points), COST_SAMPLE_POINTS, replace=False)]
+    points = seeded_subset(points, COST_SAMPLE_POINTS, seed)
     return projected_incidence(cameras, points).getnnz(axis=1) / len(points)
 
 
