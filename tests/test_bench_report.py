@@ -1,4 +1,5 @@
-"""Bench summaries: quality deltas pair runs with sync by seed; bench-report merges separate invocations."""
+"""Bench summaries: quality deltas pair runs with a reference by seed; window statistics come from the unit records;
+bench-report merges separate invocations."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from odin_ns.benchmarks.bench import BenchReportCommand, summarize
+from odin_ns.benchmarks import bench
+from odin_ns.benchmarks.bench import BenchCommand, BenchReportCommand, paired_quality_deltas, summarize_configurations
+from odin_ns.benchmarks.throughput_first_quality import window_statistics
+from odin_ns.runtime.records import UnitRecord, WindowRecord, unit_log, write_unit_log
+from odin_ns.sync.hazards import DelayBound
 
 
 def run(name: str, seed: int, psnr: float, ssim: float = 0.9, step_s: float = 0.02) -> dict:
@@ -20,7 +25,7 @@ def run(name: str, seed: int, psnr: float, ssim: float = 0.9, step_s: float = 0.
 def test_quality_deltas_pair_runs_with_sync_of_the_same_seed():
     runs = [run("sync", 0, 27.0), run("sync", 1, 26.0), run("quality-first", 1, 26.5), run("quality-first", 0, 26.8),
             run("quality-first", 2, 10.0)]  # seed 2 has no sync run: left out of the deltas
-    rows = {row["config"]: row for row in summarize(runs)}
+    rows = {row["config"]: row for row in summarize_configurations(runs)}
     first = rows["quality-first"]
     assert first["quality_seeds"] == 2
     assert first["psnr_delta_mean"] == pytest.approx((0.5 - 0.2) / 2)
@@ -29,9 +34,63 @@ def test_quality_deltas_pair_runs_with_sync_of_the_same_seed():
     assert rows["sync"]["psnr_delta_worst"] == 0.0
 
 
+def test_paired_quality_deltas_take_the_worst_lpips_as_the_highest():
+    runs = [{"seed": 0, "quality": {"psnr": 26.0, "ssim": 0.9, "lpips": 0.30}},
+            {"seed": 1, "quality": {"psnr": 27.0, "ssim": 0.9, "lpips": 0.20}}]
+    reference = [{"seed": 0, "quality": {"psnr": 26.5, "ssim": 0.9, "lpips": 0.25}},
+                 {"seed": 1, "quality": {"psnr": 26.5, "ssim": 0.9, "lpips": 0.22}}]
+    deltas = paired_quality_deltas(runs, reference)
+    assert deltas["quality_seeds"] == 2
+    assert deltas["psnr_delta_worst"] == pytest.approx(-0.5) and deltas["psnr_delta_mean"] == pytest.approx(0.0)
+    assert deltas["lpips_delta_worst"] == pytest.approx(0.05) and deltas["lpips_delta_mean"] == pytest.approx(0.015)
+    assert paired_quality_deltas(runs, []) == {}
+
+
+def test_window_statistics_of_throughput_first_records():
+    def unit(unit_id: int, window: WindowRecord | None) -> UnitRecord:
+        return UnitRecord(unit_id=unit_id, mode="throughput-first", structure_version=0, window=window,
+                          exposed_wait_s=0.001 * unit_id, reruns=unit_id % 2)
+
+    admitted = WindowRecord(conflict_rows=10, buckets=8, buckets_with_updates=4, buckets_published_first=0,
+                            delayed_rows=10, delayed_ratio=0.1, delay_bound=DelayBound(0.3, 0.002, 0.01))
+    waited = WindowRecord(conflict_rows=50, buckets=8, buckets_with_updates=8, buckets_published_first=6,
+                          delayed_rows=4, delayed_ratio=0.05, delay_bound=DelayBound(0.1, 0.008, 0.04))
+    statistics = window_statistics([unit(0, None), unit(1, admitted), unit(2, waited)])
+    assert statistics == pytest.approx({
+        "windows": 2, "admission_rate": 0.5, "waited_bucket_fraction": 6 / 16, "delayed_windows": 2,
+        "delayed_rows_per_window": 7.0, "delayed_ratio_max": 0.1, "bound_pixels_max": 0.3,
+        "bound_opacity_max": 0.008, "reruns": 1, "exposed_wait_s": 0.001,
+    })
+    sync = window_statistics([UnitRecord(unit_id=0, mode="sync", structure_version=0)])
+    assert (sync["admission_rate"], sync["waited_bucket_fraction"], sync["bound_pixels_max"]) == (0.0, 1.0, 0.0)
+
+
+def test_bench_run_summarizes_the_steady_half_of_rank_0s_unit_log(tmp_path: Path, monkeypatch):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    waited = WindowRecord(conflict_rows=5, buckets=8, buckets_with_updates=8, buckets_published_first=2)
+    admitted = WindowRecord(conflict_rows=0, buckets=8, buckets_with_updates=8, buckets_published_first=0)
+    for rank in range(2):
+        write_unit_log(unit_log(run_dir, rank), [
+            UnitRecord(unit_id=unit, mode="quality-first", structure_version=0, compute_s=0.01 * (rank + 1),
+                       exposed_wait_s=0.004 if unit < 4 else 0.001, window=admitted if unit % 2 else waited)
+            for unit in range(8)])
+    monkeypatch.setattr(bench, "training_command", lambda *arguments: ["ns-train"])
+    monkeypatch.setattr(bench, "run_training", lambda command, run_root, label: run_dir)
+    monkeypatch.setattr(bench, "iteration_times", lambda run_dir: [1.0, 1.0, 0.02, 0.02])
+    run = BenchCommand(data=tmp_path, out=tmp_path / "bench", quality=False)._run("quality-first", 2, 0)
+    assert run["step_s"] == 0.02 and run["views_per_s"] == pytest.approx(100)
+    assert run["units"] == 4 and run["exposed_wait_s"] == pytest.approx(0.001)  # units 4..7: warm-up left out
+    assert run["windows"] == 4 and run["windows_admitted"] == 2
+    assert run["buckets_overlapped_fraction"] == pytest.approx(1 - 4 / 32)
+    assert [unit["unit_id"] for unit in run["timeline"]] == list(range(8))
+    assert [timeline[0]["compute_s"] for timeline in run["timelines_by_rank"]] == [0.01, 0.02]
+    json.dumps(run)  # results.json holds it
+
+
 def write_results(path: Path, runs: list, steps: int = 600) -> Path:
     path.write_text(json.dumps({"data": "data/cup77", "steps": steps, "gpus": 2, "runs": runs,
-                                "summary": summarize(runs), "environment": {"gpu": "test"}}))
+                                "summary": summarize_configurations(runs), "environment": {"gpu": "test"}}))
     return path
 
 

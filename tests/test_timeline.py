@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from odin_ns.benchmarks.timeline import TimelineCommand, read_rank_trace, summarize
+from odin_ns.benchmarks.timeline import TimelineCommand, read_rank_trace, overlap_summary
 from training import BIN, train
 
 BASE_NS = 1_000_000_000
@@ -65,7 +65,7 @@ def synthetic_traces(tmp_path: Path) -> list:
 
 
 def test_synthetic_trace_exact_overlap(synthetic_traces: list):
-    summary = summarize([read_rank_trace(path, index) for index, path in enumerate(synthetic_traces)])
+    summary = overlap_summary([read_rank_trace(path, index) for index, path in enumerate(synthetic_traces)])
     rank0, rank1 = summary["ranks"]["0"], summary["ranks"]["1"]
     assert rank0["comm_kernels"] == 2 and rank0["compute_kernels"] == 2
     assert rank0["comm_streams"] == [20] and rank0["compute_streams"] == [7]
@@ -97,7 +97,7 @@ def test_timeline_command_prints_json_and_plots(synthetic_traces: list, tmp_path
 @pytest.mark.slow
 def test_profile_window_through_ns_train_on_cpu(tiny_scene: Path, tmp_path: Path):
     """Steps 1 and 2 of a 4-step CPU run are profiled into the run directory; timeline finds no GPU kernels."""
-    run_dir = train(tiny_scene, tmp_path, 4, "--pipeline.odin.profile-start", "1", "--pipeline.odin.profile-steps", "2")
+    run_dir = train(tiny_scene, tmp_path, 4, "--profile-start", "1", "--profile-steps", "2")
     (trace_file,) = run_dir.glob("profile_rank*.json.gz")
     assert trace_file.name == "profile_rank0.json.gz"
     rank_trace = read_rank_trace(trace_file)

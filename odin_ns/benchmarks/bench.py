@@ -20,17 +20,21 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from tqdm import tqdm
 
-from odin_ns.runtime.stats import unit_log
+from odin_ns.runtime.config import MODES
+from odin_ns.runtime.records import UnitRecord, read_unit_log, summarize, unit_log
 
-ODIN_MODES = ("sync", "quality-first", "throughput-first", "no-exchange")
 STOCK = "splatfacto"
 GSPLAT_PEER = "gsplat-distributed"
 """gsplat's own multi-GPU path (Gaussians sharded over ranks), see :mod:`odin_ns.benchmarks.gsplat_distributed`."""
 ITERATION_TIME_TAG = "Train Iter (time)"
+QUALITY_METRICS = {"psnr": min, "ssim": min, "lpips": max}
+"""Held-out metrics compared against a reference run, each with how its worst delta is picked (lower LPIPS is
+better)."""
+T = TypeVar("T")
 
 
 @dataclass
@@ -43,7 +47,7 @@ class BenchCommand:
     """Ranks per Odin configuration (GPUs; CPU ranks with gloo where CUDA is absent)."""
     steps: int = 1000
     """Training steps per configuration."""
-    modes: str = "sync,quality-first,throughput-first,no-exchange"
+    modes: str = ",".join(MODES)
     """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first,
     no-exchange) and gsplat-distributed (gsplat's sharded multi-GPU training, CUDA only)."""
     seeds: int = 1
@@ -66,9 +70,9 @@ class BenchCommand:
 
     def main(self) -> None:
         modes = [mode for mode in self.modes.split(",") if mode]
-        unknown = sorted(set(modes) - set(ODIN_MODES) - {GSPLAT_PEER})
+        unknown = sorted(set(modes) - set(MODES) - {GSPLAT_PEER})
         if unknown:
-            raise SystemExit(f"error: unknown mode(s) {unknown}; choose from {(*ODIN_MODES, GSPLAT_PEER)}")
+            raise SystemExit(f"error: unknown mode(s) {unknown}; choose from {(*MODES, GSPLAT_PEER)}")
         if not self.data.exists():
             raise SystemExit(f"error: data directory does not exist: {self.data}")
         configurations: List[Tuple[str, int]] = [(mode, self.gpus) for mode in modes]
@@ -80,7 +84,7 @@ class BenchCommand:
         for seed, name, ranks in tqdm(plan, desc="bench runs", unit="run"):
             runs.append(self._run(name, ranks, seed))
             results = {"data": str(self.data), "steps": self.steps, "gpus": self.gpus, "runs": runs,
-                       "summary": summarize(runs), "environment": environment()}
+                       "summary": summarize_configurations(runs), "environment": environment()}
             (self.out / "results.json").write_text(json.dumps(results, indent=2))  # after every run: partial results survive
         report(results, self.out)
 
@@ -94,26 +98,26 @@ class BenchCommand:
         command = training_command(name, ranks, self.data, run_root, self.steps, seed, extra)
         started = time.time()
         run_dir = run_training(command, run_root, label)
-        record = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
+        run = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
         if name == GSPLAT_PEER:
             peer = json.loads((run_dir / "peer.json").read_text())
             iteration_s = peer["step_s"]
-            record.update(num_gaussians=peer["num_gaussians"], image_size=peer["image_size"])
+            run.update(num_gaussians=peer["num_gaussians"], image_size=peer["image_size"])
         else:
             iteration_s = iteration_times(run_dir)
-        steady = iteration_s[len(iteration_s) // 2 :]
-        record["step_s"] = statistics.median(steady)
-        record["views_per_s"] = ranks / record["step_s"]
+        run["step_s"] = statistics.median(steady_state(iteration_s))
+        run["views_per_s"] = ranks / run["step_s"]
         logs = [unit_log(run_dir, rank) for rank in range(ranks)]
         if logs[0].exists():
-            units_by_rank = [read_units(log) for log in logs if log.exists()]
-            record.update(unit_summary(units_by_rank[0]))
-            record["timelines_by_rank"] = [unit_timeline(units) for units in units_by_rank]
+            records_by_rank = [read_unit_log(log) for log in logs if log.exists()]
+            run.update(summarize(steady_state(records_by_rank[0])).to_json())
+            run["timeline"] = unit_timeline(records_by_rank[0])
+            run["timelines_by_rank"] = [unit_timeline(records) for records in records_by_rank]
         if self.quality and name == GSPLAT_PEER:
-            record["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
+            run["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
         elif self.quality and name != "no-exchange":
-            record["quality"] = evaluate(run_dir, stock=name == STOCK)
-        return record
+            run["quality"] = evaluate(run_dir, stock=name == STOCK)
+        return run
 
 
 @dataclass
@@ -138,7 +142,8 @@ class BenchReportCommand:
         repeated = sorted({key for key in keys if keys.count(key) > 1})
         if repeated:
             raise SystemExit(f"error: the same (configuration, ranks, seed) appears twice: {repeated}")
-        merged = {**loaded[0], "runs": runs, "summary": summarize(runs), "merged_from": [str(p) for p in self.results],
+        merged = {**loaded[0], "runs": runs, "summary": summarize_configurations(runs),
+                  "merged_from": [str(p) for p in self.results],
                   "environments": [result["environment"] for result in loaded]}
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "results.json").write_text(json.dumps(merged, indent=2))
@@ -204,36 +209,15 @@ def iteration_times(run_dir: Path) -> List[float]:
     return [event.value for event in events.Scalars(ITERATION_TIME_TAG)]
 
 
-def unit_summary(units: List[Dict]) -> Dict:
-    """Totals over Odin's unit records (rank 0), second half of the run (steady state)."""
-    steady = units[len(units) // 2 :]
-    windows = [unit["window"] for unit in steady if unit.get("window")]
-    admitted = sum(1 for window in windows if window["decisions"]["RAW"] == "admitted")
-    published_first = sum(window["buckets_published_first"] for window in windows)
-    buckets = sum(window["buckets"] for window in windows)
-    return {
-        "compute_s": sum(unit["compute_s"] for unit in steady) / len(steady),
-        "exposed_wait_s": sum(unit["exposed_wait_s"] for unit in steady) / len(steady),
-        "comm_s": sum(unit["comm_s"] for unit in steady) / len(steady),
-        "publish_s": sum(unit["publish_s"] for unit in steady) / len(steady),
-        "bytes_exchanged": sum(unit["bytes_exchanged"] for unit in steady) / len(steady),
-        "windows": len(windows),
-        "windows_fully_admitted": admitted,
-        "buckets_overlapped_fraction": 1 - published_first / buckets if buckets else None,
-        "reruns": sum(unit["reruns"] for unit in steady),
-        "units_on_sync_path": sum(bool(unit.get("sync_path")) for unit in steady),
-        "timeline": unit_timeline(units),
-    }
+def steady_state(values: Sequence[T]) -> Sequence[T]:
+    """The second half of a run's per-step values: speed and unit figures describe training after its warm-up."""
+    return values[len(values) // 2 :]
 
 
-def read_units(path: Path) -> List[Dict]:
-    """The unit records of one rank's log (``odin_ns.runtime.stats.unit_log``)."""
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def unit_timeline(units: List[Dict]) -> List[Dict]:
+def unit_timeline(records: Sequence[UnitRecord]) -> List[Dict]:
     """The last 20 units' spans, for the step-timeline plot."""
-    return [{k: unit[k] for k in ("unit_id", "compute_s", "exposed_wait_s", "comm_s", "publish_s")} for unit in units[-20:]]
+    return [{"unit_id": record.unit_id, "compute_s": record.compute_s, "exposed_wait_s": record.exposed_wait_s,
+             "comm_s": record.comm_s, "publish_s": record.publish_s} for record in records[-20:]]
 
 
 def evaluate(run_dir: Path, stock: bool) -> Dict[str, float]:
@@ -249,7 +233,7 @@ def evaluate(run_dir: Path, stock: bool) -> Dict[str, float]:
     return {key: results[key] for key in ("psnr", "ssim", "lpips") if key in results and results[key] == results[key]}
 
 
-def summarize(runs: List[Dict]) -> List[Dict]:
+def summarize_configurations(runs: List[Dict]) -> List[Dict]:
     """Per configuration: median/min/max views/s, ratios to sync and to no-exchange, wait hidden, quality."""
     by_config: Dict[Tuple[str, int], List[Dict]] = {}
     for run in runs:
@@ -283,24 +267,30 @@ def summarize(runs: List[Dict]) -> List[Dict]:
         if qualities:
             row["psnr"] = statistics.median(q["psnr"] for q in qualities)
             row["ssim"] = statistics.median(q["ssim"] for q in qualities)
-            row.update(quality_deltas(group, by_config.get(("sync", ranks), [])))
+            row.update(paired_quality_deltas(group, by_config.get(("sync", ranks), [])))
         rows.append(row)
     return rows
 
 
-def quality_deltas(group: List[Dict], sync_runs: List[Dict]) -> Dict[str, float]:
-    """PSNR/SSIM minus sync's of the same seed and ranks: mean and worst (lowest) over the seeds both ran."""
-    sync_by_seed = {run["seed"]: run["quality"] for run in sync_runs if "psnr" in run.get("quality", {})}
-    pairs = [(run["quality"], sync_by_seed[run["seed"]]) for run in group
-             if "psnr" in run.get("quality", {}) and run["seed"] in sync_by_seed]
+def paired_quality_deltas(runs: List[Dict], reference_runs: List[Dict]) -> Dict[str, float]:
+    """Each metric of ``QUALITY_METRICS`` minus the reference run's of the same seed, in its units and in %: mean and
+    worst over the seeds both evaluated. Pairing by seed takes the seed's own variation out of the comparison."""
+    reference_by_seed = {run["seed"]: run["quality"] for run in reference_runs if "psnr" in run.get("quality", {})}
+    pairs = [(run["quality"], reference_by_seed[run["seed"]]) for run in runs
+             if "psnr" in run.get("quality", {}) and run["seed"] in reference_by_seed]
     if not pairs:
         return {}
     deltas: Dict[str, float] = {"quality_seeds": len(pairs)}
-    for metric in ("psnr", "ssim"):
-        differences = [mine[metric] - sync[metric] for mine, sync in pairs]
-        relative = [100 * (mine[metric] - sync[metric]) / sync[metric] for mine, sync in pairs]
-        deltas.update({f"{metric}_delta_mean": statistics.mean(differences), f"{metric}_delta_worst": min(differences),
-                       f"{metric}_delta_pct_mean": statistics.mean(relative), f"{metric}_delta_pct_worst": min(relative)})
+    for metric, worst in QUALITY_METRICS.items():
+        both = [(mine[metric], theirs[metric]) for mine, theirs in pairs if metric in mine and metric in theirs]
+        if not both:
+            continue
+        differences = [mine - theirs for mine, theirs in both]
+        relative = [100 * (mine - theirs) / theirs for mine, theirs in both]
+        deltas.update({f"{metric}_delta_mean": statistics.mean(differences),
+                       f"{metric}_delta_worst": worst(differences),
+                       f"{metric}_delta_pct_mean": statistics.mean(relative),
+                       f"{metric}_delta_pct_worst": worst(relative)})
     return deltas
 
 

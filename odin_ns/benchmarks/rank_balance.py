@@ -28,13 +28,12 @@ from tqdm import tqdm
 from odin_ns.benchmarks.bench import (
     evaluate,
     iteration_times,
-    quality_deltas,
-    read_units,
+    paired_quality_deltas,
     run_training,
+    steady_state,
     training_command,
-    unit_summary,
 )
-from odin_ns.runtime.stats import unit_log
+from odin_ns.runtime.records import read_unit_log, summarize, unit_log
 
 
 @dataclass
@@ -64,12 +63,11 @@ class RankBalanceCommand:
                 training_command("sync", self.ranks, self.data, self.out / label, self.steps, seed, extra),
                 self.out / label, label,
             )
-            times = iteration_times(run_dir)
-            units = read_units(unit_log(run_dir, 0))
-            steady = times[len(times) // 2 :]
-            runs.append({"balanced": balance, "seed": seed, "step_s_mean": statistics.mean(steady),
-                         "step_s_median": statistics.median(steady),
-                         "exposed_wait_s": unit_summary(units)["exposed_wait_s"], "run_dir": str(run_dir)})
+            steady_times = steady_state(iteration_times(run_dir))
+            steady_records = steady_state(read_unit_log(unit_log(run_dir, 0)))
+            runs.append({"balanced": balance, "seed": seed, "step_s_mean": statistics.mean(steady_times),
+                         "step_s_median": statistics.median(steady_times),
+                         "exposed_wait_s": summarize(steady_records).exposed_wait_s, "run_dir": str(run_dir)})
             if self.quality:
                 runs[-1]["quality"] = evaluate(run_dir, stock=False)
         summary = {}
@@ -84,7 +82,7 @@ class RankBalanceCommand:
             summary["cost_blind"]["step_ms_mean"] / summary["balanced"]["step_ms_mean"]
         )
         if self.quality:
-            summary["balanced_minus_cost_blind"] = quality_deltas(
+            summary["balanced_minus_cost_blind"] = paired_quality_deltas(
                 [run for run in runs if run["balanced"]], [run for run in runs if not run["balanced"]]
             )
         self.out.mkdir(parents=True, exist_ok=True)

@@ -19,24 +19,27 @@ import shutil
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tyro
 from tqdm import tqdm
 
 from odin_ns.benchmarks.bench import (
+    QUALITY_METRICS,
     evaluate,
     iteration_times,
-    read_units,
+    paired_quality_deltas,
     run_training,
+    steady_state,
     training_command,
 )
 from odin_ns.data.demo_scene import generate_demo_scene
-from odin_ns.runtime.stats import unit_log
+from odin_ns.runtime.config import Mode
+from odin_ns.runtime.records import UnitRecord, read_unit_log, summarize, unit_log
 
 RANKS = 2
-REFERENCE = "sync"
-QUALITY_FIRST = "quality-first"
+REFERENCE: Mode = "sync"
+QUALITY_FIRST: Mode = "quality-first"
 UNGATED = "ungated"
 """throughput-first with only the tau condition (every bound limit infinite): the paper's gate at best."""
 AVERAGED = ("admission_rate", "waited_bucket_fraction", "delayed_rows_per_window", "step_s_median")
@@ -59,46 +62,38 @@ def odin_mode_and_arguments(config: str) -> Tuple[str, List[str]]:
     if config in (REFERENCE, QUALITY_FIRST):
         return config, []
     if config == UNGATED:
-        limits = ("max-delay-pixels", "max-delay-opacity", "max-delay-param-step")
-        return "throughput-first", ["--pipeline.odin.tau", "0.4", *(f"--pipeline.odin.{name}=inf" for name in limits)]
-    return "throughput-first", ["--pipeline.odin.tau", config.rsplit("=", 1)[1]]
+        limits = ("max-pixels", "max-opacity", "max-param-step")
+        return "throughput-first", ["--pipeline.odin.delay.tau", "0.4",
+                                    *(f"--pipeline.odin.delay.{name}=inf" for name in limits)]
+    return "throughput-first", ["--pipeline.odin.delay.tau", config.rsplit("=", 1)[1]]
 
 
-def window_statistics(units: List[Dict]) -> Dict[str, float]:
+def window_statistics(records: Sequence[UnitRecord]) -> Dict[str, float]:
     """Over a run's overlap windows (rank 0's records): share admitted without waiting, share of the exchange
     waited for, delayed rows, and the largest bound that admitted a delayed read. Sync has no windows: it waits for
     every bucket of every unit (admission 0, everything waited for)."""
-    windows = [unit["window"] for unit in units if unit.get("window")]
-    bounds = [window["delay_bound"] for window in windows if window.get("delay_bound")]
-    buckets = sum(window["buckets"] for window in windows)
+    summary = summarize(records)
+    windows = summary.windows
+    overlapped = summary.buckets_overlapped_fraction
+    bound = summary.delay_bound_max
     return {
-        "windows": len(windows),
-        "admission_rate": statistics.mean(w["decisions"]["RAW"] == "admitted" for w in windows) if windows else 0.0,
-        "waited_bucket_fraction": sum(w["buckets_published_first"] for w in windows) / buckets if buckets else 1.0,
-        "delayed_windows": sum(1 for window in windows if window.get("delayed_rows")),
-        "delayed_rows_per_window": statistics.mean(w.get("delayed_rows", 0) for w in windows) if windows else 0.0,
-        "delayed_ratio_max": max((window.get("delayed_ratio", 0.0) for window in windows), default=0.0),
-        "bound_pixels_max": max((bound["pixels"] for bound in bounds), default=0.0),
-        "bound_opacity_max": max((bound["opacity"] for bound in bounds), default=0.0),
-        "reruns": sum(unit["reruns"] for unit in units),
-        "exposed_wait_s": statistics.mean(unit["exposed_wait_s"] for unit in units),
+        "windows": windows,
+        "admission_rate": summary.windows_admitted / windows if windows else 0.0,
+        "waited_bucket_fraction": 1.0 - overlapped if overlapped is not None else 1.0,
+        "delayed_windows": summary.delayed_windows,
+        "delayed_rows_per_window": summary.delayed_rows / windows if windows else 0.0,
+        "delayed_ratio_max": summary.delayed_ratio_max,
+        "bound_pixels_max": bound.pixels if bound else 0.0,
+        "bound_opacity_max": bound.opacity if bound else 0.0,
+        "reruns": summary.reruns,
+        "exposed_wait_s": summary.exposed_wait_s,
     }
 
 
-def quality_deltas(runs: Dict[str, Dict], scene: str, config: str, seeds: int) -> Optional[Dict[str, float]]:
-    """Per-metric mean and worst delta of ``config`` against sync over the seeds both finished (None if none)."""
-    pairs = [(runs.get(f"{scene}/{config}/s{seed}"), runs.get(f"{scene}/{REFERENCE}/s{seed}")) for seed in range(seeds)]
-    pairs = [(run["quality"], reference["quality"]) for run, reference in pairs if run and reference]
-    if not pairs:
-        return None
-    row: Dict[str, float] = {"seeds": len(pairs)}
-    for metric, worse in (("psnr", min), ("ssim", min), ("lpips", max)):
-        deltas = [run[metric] - reference[metric] for run, reference in pairs if metric in run and metric in reference]
-        if deltas:
-            row[f"{metric}_mean"] = statistics.mean(run[metric] for run, _ in pairs)
-            row[f"d{metric}_mean"] = statistics.mean(deltas)
-            row[f"d{metric}_worst"] = worse(deltas)
-    return row
+def runs_of(runs: Dict[str, Dict], scene: str, config: str) -> List[Dict]:
+    """The runs of one configuration on one scene, each with its seed (kept in its label ``scene/config/s<seed>``)."""
+    prefix = f"{scene}/{config}/s"
+    return [{**run, "seed": int(label[len(prefix):])} for label, run in runs.items() if label.startswith(prefix)]
 
 
 @dataclass
@@ -173,14 +168,12 @@ class ThroughputFirstQualityCommand:
         command = training_command(mode, RANKS, data, run_root, steps, seed, (*QUIET, *odin_arguments))
         command += dataparser
         run_dir = run_training(command, run_root, label)
-        units = read_units(unit_log(run_dir, 0))
-        step_times = iteration_times(run_dir)
         return {
             "command": " ".join(command),
             "run_dir": str(run_dir),
-            "step_s_median": statistics.median(step_times[len(step_times) // 2 :]),
+            "step_s_median": statistics.median(steady_state(iteration_times(run_dir))),
             "quality": evaluate(run_dir, stock=False),
-            **window_statistics(units),
+            **window_statistics(read_unit_log(unit_log(run_dir, 0))),
         }
 
     def _summary(self, runs: Dict[str, Dict]) -> Dict:
@@ -188,17 +181,28 @@ class ThroughputFirstQualityCommand:
         configurations = sorted({tuple(label.split("/")[:2]) for label in runs})
         table = []
         for scene, config in configurations:
-            seeds = [runs[label] for label in runs if label.startswith(f"{scene}/{config}/")]
+            seeds = runs_of(runs, scene, config)
             row = {"scene": scene, "config": config,
                    **{key: statistics.mean(run[key] for run in seeds) for key in AVERAGED},
                    "bound_pixels_max": max(run["bound_pixels_max"] for run in seeds),
                    "bound_opacity_max": max(run["bound_opacity_max"] for run in seeds),
-                   **(quality_deltas(runs, scene, config, self.seeds) or {})}
+                   **quality_means(seeds),
+                   **paired_quality_deltas(seeds, runs_of(runs, scene, REFERENCE))}
             table.append(row)
         sweep = [row for row in table if row["scene"] == "demo" and row["config"].startswith("throughput-first")]
         sweep.sort(key=lambda row: float(row["config"].rsplit("=", 1)[1]))
         reference = [row for row in table if row["scene"] == "demo" and row["config"] == QUALITY_FIRST]
         return {"table": table, "tau_sweep": reference + sweep}
+
+
+def quality_means(runs: List[Dict]) -> Dict[str, float]:
+    """Each metric of ``QUALITY_METRICS`` averaged over the runs that evaluated it."""
+    means = {}
+    for metric in QUALITY_METRICS:
+        values = [run["quality"][metric] for run in runs if metric in run["quality"]]
+        if values:
+            means[f"{metric}_mean"] = statistics.mean(values)
+    return means
 
 
 def plot_tau_sweep(rows: List[Dict], path: Path) -> None:
@@ -222,8 +226,8 @@ def plot_tau_sweep(rows: List[Dict], path: Path) -> None:
     rows_axis.bar(positions, [row["delayed_rows_per_window"] for row in rows], alpha=0.25, color="tab:gray")
     rows_axis.set_ylabel("delayed rows per window (bars)")
     admission.set_title("Admission (demo scene, 2 ranks)")
-    means = [row.get("dpsnr_mean", float("nan")) for row in rows]
-    worst = [row.get("dpsnr_worst", float("nan")) for row in rows]
+    means = [row.get("psnr_delta_mean", float("nan")) for row in rows]
+    worst = [row.get("psnr_delta_worst", float("nan")) for row in rows]
     quality.axhline(0.0, color="black", linewidth=0.8)
     quality.plot(positions, means, "o-", label="mean over seeds")
     quality.plot(positions, worst, "v--", label="worst seed")

@@ -1,8 +1,8 @@
 """``odin-ns timeline``: how much of the NCCL exchange ran concurrently with compute, read from profiler traces.
 
-Usage (one trace per rank, written by training with ``--pipeline.odin.profile-steps``, see odin_ns/profiling.py):
+Usage (one trace per rank, written by training with ``--profile-steps``, see odin_ns/profiling.py):
     torchrun --nproc-per-node 2 $(which ns-train) odin-splatfacto --data DATA --max-num-iterations 300 \\
-        --pipeline.odin.mode quality-first --pipeline.odin.profile-start 231 --pipeline.odin.profile-steps 6
+        --pipeline.odin.mode quality-first --profile-start 231 --profile-steps 6
     odin-ns timeline outputs/.../profile_rank*.json.gz --out timeline.png
 It prints the overlap figures as JSON and draws one lane per (rank, CUDA stream): compute kernels green, NCCL orange.
 
@@ -213,7 +213,7 @@ def rank_summary(rank_trace: RankTrace) -> dict:
     return summary
 
 
-def summarize(traces: Sequence[RankTrace]) -> dict:
+def overlap_summary(traces: Sequence[RankTrace]) -> dict:
     """Per-rank figures and their totals over ranks."""
     ranks = {str(trace.rank): rank_summary(trace) for trace in traces}
     comm = sum(rank["comm_ms"] for rank in ranks.values())
@@ -292,7 +292,7 @@ class TimelineCommand:
     """Overlap of NCCL with compute kernels in profiler traces (JSON on stdout) and a timeline plot."""
 
     traces: Annotated[Tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="TRACE")]
-    """Chrome traces written by --pipeline.odin.profile-steps (profile_rank*.json.gz), one per rank."""
+    """Chrome traces written by --profile-steps (profile_rank*.json.gz), one per rank."""
     out: Path = Path("timeline.png")
     """Timeline plot to write."""
     steps: int = 6
@@ -305,7 +305,7 @@ class TimelineCommand:
         if not any(trace.kernels for trace in traces):
             raise SystemExit(f"no GPU kernels in {', '.join(map(str, self.traces))}: a CPU-only profile "
                              "(no CUDA activity recorded), so there is no stream overlap to measure")
-        summary = summarize(traces)
+        summary = overlap_summary(traces)
         print(json.dumps(summary, indent=2))
         total = summary["total"]
         fraction = total["overlapped_fraction"]
