@@ -28,10 +28,11 @@ import torch.multiprocessing as mp
 import tyro
 from torch.utils._python_dispatch import TorchDispatchMode
 
-GAUSSIAN_COLUMNS = {"means": (3,), "scales": (3,), "quats": (4,), "features_dc": (3,), "features_rest": (15, 3),
-                    "opacities": (1,)}
-CONFIGURATIONS = [("sync", "dense"), ("quality-first", "dense"), ("sync", "scoped"), ("quality-first", "scoped"),
-                  ("throughput-first", "scoped")]
+from odin_ns.gaussians import GAUSSIAN_COLUMNS
+from odin_ns.runtime.config import Exchange, Mode
+
+CONFIGURATIONS: list[tuple[Mode, Exchange]] = [("sync", "dense"), ("quality-first", "dense"), ("sync", "scoped"),
+                                               ("quality-first", "scoped"), ("throughput-first", "scoped")]
 
 
 @dataclass

@@ -28,10 +28,9 @@ import tyro
 from tqdm import tqdm
 
 import odin_ns.kernels as K
+from odin_ns.gaussians import GAUSSIAN_COLUMNS
 
 H200_COPY_GBPS = 4300.0
-# Per-Gaussian row shapes of splatfacto's parameters: means, scales, quats, opacities, features_dc, features_rest.
-SPLATFACTO_ROW_SHAPES = ((3,), (3,), (4,), (1,), (3,), (15, 3))
 PUBLICATION_PASSES = 7  # Adam reads param, grad, exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq
 
 
@@ -204,7 +203,7 @@ def bench_scope_checks(timer: Timer, n: int, fraction: float, cameras: int, back
 
 
 def splatfacto_tensors(n: int, device: torch.device) -> list[torch.Tensor]:
-    return [torch.randn(n, *shape, device=device) for shape in SPLATFACTO_ROW_SHAPES]
+    return [torch.randn(n, *shape, device=device) for shape in GAUSSIAN_COLUMNS.values()]
 
 
 def bench_publication(timer: Timer, n: int, fraction: float, backend: str, copy_gbps: float) -> dict:
