@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from odin_ns.benchmarks.bench import read_units
-from odin_ns.runtime.stats import unit_log
+from odin_ns.runtime.records import UnitRecord, read_unit_log, unit_log
 
 BIN = Path(sys.executable).parent
 QUIET_TRAINING = [
@@ -69,6 +68,6 @@ def scalar_series(run_dir: Path, tag: str) -> List[float]:
     return [event.value for event in events.Scalars(tag)]
 
 
-def unit_records(run_dir: Path) -> List[dict]:
+def unit_records(run_dir: Path) -> List[UnitRecord]:
     """Per-unit Odin runtime records of rank 0."""
-    return read_units(unit_log(run_dir, 0))
+    return read_unit_log(unit_log(run_dir, 0))
