@@ -5,7 +5,9 @@ must be published before them and every rank must make identical decisions. The 
 subclass only calls a ``StructuralBarrier`` at the right moments (after the step's statistics are accumulated, before
 anything changes; after the change) and draws the split samples from a generator seeded by the step, identically on
 every rank, and re-sorts the Gaussians spatially after each change (new rows are appended at the end).
-What the barrier does (drain, all-reduce statistics, rebind) is the training loop's business.
+What the barrier does (drain, all-reduce statistics, rebind) is the training loop's business
+(``odin_ns.structural_barrier``); the strategy tells it whether the change refines, since only a refine reads the
+statistics and zeroes them afterwards.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ def sort_gaussians_spatially(params, optimizers, state: Dict[str, Any]) -> None:
 class StructuralBarrier(Protocol):
     """Called around a structural change of the Gaussians."""
 
-    def before_change(self, state: Dict[str, Any]) -> None:
-        """Everything in flight is published and ``state`` holds statistics identical on all ranks."""
+    def before_change(self, state: Dict[str, Any], refines: bool) -> None:
+        """Everything in flight is published; when the change ``refines`` (grows and prunes), ``state`` holds the
+        statistics of every rank's views since the last refine, identical on all ranks."""
 
     def after_change(self, params: Dict[str, torch.nn.Parameter]) -> None:
         """The Gaussians were replaced (resized or reset): rebind to ``params``."""
@@ -66,7 +69,7 @@ class StructuralBarrier(Protocol):
 class NoBarrier:
     """A single process training synchronously needs no barrier."""
 
-    def before_change(self, state: Dict[str, Any]) -> None:
+    def before_change(self, state: Dict[str, Any], refines: bool) -> None:
         return None
 
     def after_change(self, params: Dict[str, torch.nn.Parameter]) -> None:
@@ -78,23 +81,26 @@ class OdinStrategy(DefaultStrategy):
 
     barrier: StructuralBarrier = NoBarrier()
     _changing_structure: bool = False
+    _refining: bool = False
 
-    def changes_structure(self, step: int) -> bool:
-        """Whether ``step_post_backward`` at ``step`` refines (grow/prune) or resets opacities."""
-        if step >= self.refine_stop_iter:
-            return False
-        refines = (
-            step > self.refine_start_iter
+    def refines(self, step: int) -> bool:
+        """Whether ``step_post_backward`` at ``step`` grows and prunes (gsplat's condition)."""
+        return (
+            self.refine_start_iter < step < self.refine_stop_iter
             and step % self.refine_every == 0
             and step % self.reset_every >= self.pause_refine_after_reset
         )
-        return refines or step % self.reset_every == 0
+
+    def changes_structure(self, step: int) -> bool:
+        """Whether ``step_post_backward`` at ``step`` refines or resets opacities."""
+        return step < self.refine_stop_iter and (self.refines(step) or step % self.reset_every == 0)
 
     def step_post_backward(self, params, optimizers, state, step, info, packed=False) -> None:
         self._changing_structure = self.changes_structure(step)
         if not self._changing_structure:
             super().step_post_backward(params, optimizers, state, step, info, packed=packed)
             return
+        self._refining = self.refines(step)
         devices = [params["means"].device] if params["means"].is_cuda else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(step)
@@ -106,4 +112,4 @@ class OdinStrategy(DefaultStrategy):
     def _update_state(self, params, state, info, packed=False) -> None:
         super()._update_state(params, state, info, packed=packed)
         if self._changing_structure:
-            self.barrier.before_change(state)
+            self.barrier.before_change(state, refines=self._refining)
