@@ -8,12 +8,11 @@ dataparser, so a plan file made once can be handed to every rank via ``plan_path
 
 from __future__ import annotations
 
-
 import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Dict, List, Literal, Optional, Tuple, Type, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 import numpy as np
 import torch
@@ -48,24 +47,6 @@ def plan_training_views(
     )
 
 
-def _rank_and_world_size(fallback_rank: int, fallback_world_size: int) -> Tuple[int, int]:
-    """Global rank and world size from torch.distributed; nerfstudio's (local) values only without it."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return fallback_rank, fallback_world_size
-
-
-def _stack_views(views: List[Dict]) -> Dict:
-    """One batch dict from several cached views: tensors stacked on a new first axis, other values listed."""
-    shapes = {tuple(view["image"].shape) for view in views}
-    if len(shapes) > 1:
-        raise ValueError(f"views_per_rank > 1 needs training images of one size, got {sorted(shapes)}")
-    return {
-        key: torch.stack([view[key] for view in views]) if torch.is_tensor(views[0][key]) else [v[key] for v in views]
-        for key in views[0]
-    }
-
-
 @dataclass
 class OdinDataManagerConfig(FullImageDatamanagerConfig):
     """FullImageDatamanager serving training views in the order of the static Odin schedule."""
@@ -73,8 +54,6 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
     _target: Type = field(default_factory=lambda: OdinDataManager)
     order: Order = "rlg"
     """rlg: consecutive steps rotate through weakly coupled regions of the RLG; random: plain shuffle (baseline)."""
-    views_per_rank: int = 1
-    """Views each rank renders per step (global batch = world size x views_per_rank)."""
     num_regions: int = DEFAULT_NUM_REGIONS
     plan_path: Optional[Path] = None
     """Plan written by ``odin-ns plan``; None builds it at start-up (seeded by train_cameras_sampling_seed)."""
@@ -82,15 +61,17 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
     max_track_length: int = DEFAULT_MAX_TRACK_LENGTH
     balance_ranks: bool = False
     """rlg order: build each step from views of similar estimated render cost and share them evenly over the ranks,
-    so no rank waits for one rendering a far costlier view (docs/schedule.md). Off by default until measured on
-    GPUs: on the CPU it cut the predicted imbalance a lot but step time by -2% to +3% (docs/results.md)."""
+    so no rank waits for one rendering a far costlier view (docs/schedule.md). Off by default: estimating the costs
+    reads the seed points at start-up, and whether balancing shortens the step depends on the scene and the machine
+    (measurements: docs/results.md)."""
 
 
 class OdinDataManager(FullImageDatamanager):
-    """Serves, at every step, this rank's views of the plan's unit for that step.
+    """Serves, at every step, this rank's view of the plan's unit for that step.
 
-    Rank and world size come from torch.distributed when it is initialised, else from the constructor's
-    ``local_rank`` and ``world_size`` (a single process: 0 and 1).
+    ``dist_context`` (``odin_ns.comm.context.DistContext``: anything with ``rank`` and ``world_size``) says which
+    rank this is among how many; None is a single process (rank 0 of 1). nerfstudio's ``world_size`` and
+    ``local_rank`` only reach the parent class.
     """
 
     config: OdinDataManagerConfig
@@ -102,10 +83,12 @@ class OdinDataManager(FullImageDatamanager):
         test_mode: Literal["test", "val", "inference"] = "val",
         world_size: int = 1,
         local_rank: int = 0,
+        dist_context: Optional[Any] = None,
         **kwargs,
     ):
         super().__init__(config, device, test_mode, world_size, local_rank, **kwargs)
-        self.rank, self.num_ranks = _rank_and_world_size(local_rank, world_size)
+        self.rank = 0 if dist_context is None else dist_context.rank
+        self.num_ranks = 1 if dist_context is None else dist_context.world_size
 
     @cached_property
     def plan(self) -> SchedulePlan:
@@ -114,14 +97,13 @@ class OdinDataManager(FullImageDatamanager):
         if config.plan_path is not None:
             plan = SchedulePlan.load(config.plan_path)
             plan.check_views(view_names(self.train_dataset.image_filenames))
-            plan = plan.with_batch(self.num_ranks, config.views_per_rank, config.order)
+            plan = plan.with_batch(self.num_ranks, views_per_rank=1, order=config.order)
             CONSOLE.log(f"Odin schedule loaded from {config.plan_path}")
         else:
             plan = plan_training_views(
                 self.train_dataparser_outputs,
                 config.dataparser,
                 world_size=self.num_ranks,
-                views_per_rank=config.views_per_rank,
                 num_regions=config.num_regions,
                 order=config.order,
                 seed=config.train_cameras_sampling_seed,
@@ -141,8 +123,7 @@ class OdinDataManager(FullImageDatamanager):
         CONSOLE.log(
             f"Odin schedule: {plan.num_views} views, regions {summary['regions']} "
             f"({summary['intra_region_weight_fraction']:.0%} of RLG weight inside), {plan.units_per_epoch} units of "
-            f"{plan.world_size}x{plan.views_per_rank} per epoch, order {plan.order}, "
-            f"{summary['admissible_window_fraction']:.0%} of overlap windows admissible"
+            f"{plan.world_size} views per epoch, order {plan.order}"
             + (f", rank imbalance {summary['rank_imbalance']:.3f} (random order {summary['random_rank_imbalance']:.3f})"
                if "rank_imbalance" in summary else "")
         )
@@ -153,27 +134,17 @@ class OdinDataManager(FullImageDatamanager):
         return self.plan.unit_views(step)
 
     def next_train(self, step: int) -> Tuple[Cameras, Dict]:
-        """This rank's cameras and data for the unit of ``step``.
-
-        One view per rank: the parent's contract (a (1,)-shaped Cameras, an (H, W, C) image, int ``cam_idx``). More:
-        a (b,)-shaped Cameras, (b, H, W, C) images and a list ``cam_idx``.
-        """
-        views = self.plan.views_for(step, self.rank)
-        cached = self.cached_train  # also sets self.train_cameras
-        if len(views) == 1:
-            data = cached[views[0]].copy()
-        else:
-            data = _stack_views([cached[view] for view in views])
+        """This rank's camera and data for the unit of ``step``, in the parent's contract: a (1,)-shaped Cameras, an
+        (H, W, C) image and an int ``cam_idx``."""
+        (view,) = self.plan.views_for(step, self.rank)
+        data = self.cached_train[view].copy()  # cached_train also sets self.train_cameras
         data["image"] = data["image"].to(self.device)
         assert len(self.train_cameras.shape) == 1, "Assumes single batch dimension"
-        cameras = self.train_cameras[torch.tensor(views)].to(self.device)
+        cameras = self.train_cameras[view : view + 1].to(self.device)
         if cameras.metadata is None:
             cameras.metadata = {}
-        cameras.metadata["cam_idx"] = views[0] if len(views) == 1 else views
+        cameras.metadata["cam_idx"] = view
         return cameras, data
-
-    def get_train_rays_per_batch(self) -> int:
-        return super().get_train_rays_per_batch() * self.config.views_per_rank
 
 
 @dataclass

@@ -20,9 +20,10 @@ Remainder: when the number of views V is not a multiple of the unit size B, each
 random from the pool of leftovers, so a different set every epoch) and has V // B units; no unit ever holds the same
 view twice and no view appears twice in an epoch. Unit u of epoch e is step e * (V // B) + u.
 
-Between consecutive units the plan predicts the conflict from the RLG (sum and maximum of the Jaccard weights
-between the two units' views); a pair whose maximum is below ``conflict_threshold`` is a candidate overlap window,
-where the next unit's compute may run during the previous unit's gradient exchange.
+Plan quality: between consecutive units the plan predicts the conflict from the RLG (sum and maximum of the Jaccard
+weights between the two units' views), and counts the pairs whose maximum is below ``conflict_threshold`` as
+admissible overlap windows. These statistics judge an order against a random one (``summary``); the runtime decides
+each overlap from the actual read and update scopes, not from them.
 """
 
 from __future__ import annotations
@@ -264,15 +265,6 @@ class SchedulePlan:
         if not 0 <= rank < self.world_size:
             raise ValueError(f"rank {rank} outside world of size {self.world_size}")
         return self.unit_views(step)[rank]
-
-    def predicted_conflict(self, step: int) -> tuple[float, float]:
-        """(sum, max) RLG weight between the units of step and step + 1."""
-        total, peak = consecutive_conflicts(self.graph.weights, np.stack([self._unit(step), self._unit(step + 1)]))
-        return float(total[0]), float(peak[0])
-
-    def overlap_window(self, step: int) -> bool:
-        """Whether step + 1 may start computing while step's gradients are still being exchanged (prediction)."""
-        return self.predicted_conflict(step)[1] < self.conflict_threshold
 
     def epoch_conflicts(self, epoch: int = 0) -> UnitConflicts:
         """Predicted conflicts of every unit of an epoch with its successor (the last one's is in the next epoch)."""
