@@ -20,16 +20,19 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from odin_ns.comm.process_group import process_group_from_env
-from odin_ns.optim import SelectiveAdam
-from odin_ns.runtime.executor import OdinRuntime, RuntimeConfig
+from odin_ns.comm.context import DistContext, torchrun_context
+from odin_ns.runtime.config import RuntimeConfig
+from odin_ns.runtime.executor import OdinRuntime
+from odin_ns.runtime.optimizer import ScopedAdam
 
 NUM_ROWS = 2000
 LEARNING_RATES = {"means": 0.01, "colors": 0.05, "opacities": 0.05}
 GRID = 4
 """Views are the cells of a GRID x GRID tiling of the unit square."""
-BUCKET_BYTES = 24 * 512
+BUCKET_MB = 24 * 512 / 2**20
 """Four buckets of 512 rows (24 bytes of gradient per row) for the toy scene."""
+_context: DistContext | None = None
+"""This rank's context, set by the spawn harness."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,9 @@ def visible_rows(means: torch.Tensor, view: View) -> torch.Tensor:
     return (x >= x0) & (x < x1) & (y >= y0) & (y < y1)
 
 
-def unit_functions(view: View) -> tuple[Callable, Callable]:
-    """(compute_fn, visible_fn) of a unit rendering ``view`` on this rank."""
+def unit_functions(view: View, camera: torch.Tensor | None = None) -> tuple[Callable, Callable]:
+    """(compute_fn, visible_fn) of a unit rendering ``view`` on this rank; with ``camera`` (a dense [2] offset, as a
+    camera optimizer's), the loss also pulls the offset means towards the attractor."""
 
     def visible_fn(views: dict[str, torch.Tensor]) -> torch.Tensor:
         return visible_rows(views["means"], view)
@@ -65,7 +69,8 @@ def unit_functions(view: View) -> tuple[Callable, Callable]:
         means, colors, opacities = (views[name].index_select(0, rows) for name in ("means", "colors", "opacities"))
         target = torch.tensor(view.target, device=means.device)
         attractor = torch.tensor(view.attractor, device=means.device)
-        loss = (torch.sigmoid(opacities) * (colors - target).square()).sum() + 0.1 * (means - attractor).square().sum()
+        offset = means if camera is None else means + camera
+        loss = (torch.sigmoid(opacities) * (colors - target).square()).sum() + 0.1 * (offset - attractor).square().sum()
         loss.backward()
         return loss.detach(), visible
 
@@ -83,17 +88,17 @@ def initial_params(num_rows: int = NUM_ROWS, seed: int = 0) -> dict[str, torch.T
 
 def rank_device() -> torch.device:
     """This rank's GPU under NCCL, the CPU under gloo."""
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    return rank_context().device
 
 
 class ToyModel:
-    """Shared parameters on this rank's device and one SelectiveAdam per parameter, as nerfstudio sets Gaussians up."""
+    """Shared parameters on this rank's device and one ScopedAdam per parameter, as nerfstudio sets Gaussians up."""
 
     def __init__(self, tensors: dict[str, torch.Tensor]):
         self.params = {
             name: torch.nn.Parameter(tensor.to(rank_device(), copy=True)) for name, tensor in tensors.items()
         }
-        self.optimizers = {name: SelectiveAdam([param], lr=LEARNING_RATES[name]) for name, param in self.params.items()}
+        self.optimizers = {name: ScopedAdam([param], lr=LEARNING_RATES[name]) for name, param in self.params.items()}
 
     def append_rows(self, rows: torch.Tensor) -> None:
         """Clone ``rows`` at the end of every tensor (moments of the clones start at zero), like a densification."""
@@ -141,7 +146,8 @@ def _rank_entry(
     )
     torch.set_num_threads(1)
     try:
-        with process_group_from_env(timeout_s=10.0, backend=backend):
+        global _context
+        with torchrun_context(timeout_s=10.0, backend=backend) as _context:
             worker(rank, out_dir)
             dist.barrier()  # leave together: gloo torn down under a peer still using it can abort that peer
     except BaseException:
@@ -174,7 +180,12 @@ def spawn_ranks(
     return [process.exitcode for process in processes]
 
 
-def make_runtime(model: ToyModel, **config) -> OdinRuntime:
-    return OdinRuntime(
-        model.params, model.optimizers, RuntimeConfig(bucket_bytes=BUCKET_BYTES, timeout_s=10.0, **config)
-    )
+def rank_context() -> DistContext:
+    """This rank's distributed context (inside ``spawn_ranks``)."""
+    assert _context is not None, "rank_context() is for workers run by spawn_ranks"
+    return _context
+
+
+def make_runtime(model: ToyModel, dense_params=(), **config) -> OdinRuntime:
+    config = RuntimeConfig(bucket_mb=BUCKET_MB, timeout_s=10.0, **config)
+    return config.setup(params=model.params, optimizers=model.optimizers, context=rank_context(), dense_params=dense_params)

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from runtime_toy import ToyModel, initial_params, make_runtime, spawn_ranks
 
-from odin_ns.runtime.executor import ReplicaDivergenceError
+from odin_ns.runtime.replicas import ReplicaDivergenceError
 
 
 def check_then_diverge(rank: int, out_dir: Path) -> None:

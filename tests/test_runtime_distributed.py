@@ -19,13 +19,16 @@ from runtime_toy import (
     cell_view,
     initial_params,
     make_runtime,
+    rank_device,
     run_schedule,
     spawn_ranks,
     unit_functions,
     visible_rows,
 )
 
-from odin_ns.runtime.executor import DrainingBarrier, StaleUnitError
+from odin_ns.runtime.executor import StaleUnitError
+from odin_ns.runtime.records import UnitRecord, summarize
+from odin_ns.structural_barrier import DrainingBarrier
 
 WORLD_SIZE = 2
 DISJOINT = [[cell_view((2 * unit + rank) % GRID**2) for rank in range(WORLD_SIZE)] for unit in range(60)]
@@ -56,7 +59,7 @@ def train(rank: int, schedule, params: dict[str, torch.Tensor], **config) -> tup
     runtime = make_runtime(model, **config)
     run_schedule(runtime, schedule, rank)
     runtime.drain()
-    return model.snapshot(), {"summary": runtime.stats.summary(), "records": runtime.stats.as_dicts()}
+    return model.snapshot(), [record.to_json() for record in runtime.stats.take()]
 
 
 def run_with_structural_change(runtime, model: ToyModel, schedule, split: int, rank: int, run=run_schedule) -> None:
@@ -65,11 +68,28 @@ def run_with_structural_change(runtime, model: ToyModel, schedule, split: int, r
     barrier = DrainingBarrier(runtime, {"seen": "sum"})
     run(runtime, schedule[:split], rank)
     state = {"seen": visible_rows(model.params["means"].detach(), schedule[split - 1][rank]).float()}
-    barrier.before_change(state)
+    barrier.before_change(state, refines=True)
     model.append_rows(state["seen"].nonzero().squeeze(1)[:APPENDED_ROWS])
     barrier.after_change(model.params)
     run(runtime, schedule[split:], rank, first_unit=split)
     runtime.drain()
+
+
+def train_with_camera(rank: int, schedule, params: dict[str, torch.Tensor], **config) -> tuple[dict, list]:
+    """Units with a dense camera offset stepped by torch Adam after every unit, as the pipeline steps nerfstudio's
+    camera optimizer: its gradients must be one unit's, averaged over ranks, however often the unit ran."""
+    model = ToyModel(params)
+    camera = torch.nn.Parameter(torch.zeros(2, device=rank_device()))
+    camera_optimizer = torch.optim.Adam([camera], lr=0.01)
+    runtime = make_runtime(model, dense_params=[camera], **config)
+    for unit, views in enumerate(schedule):
+        camera_optimizer.zero_grad()  # as nerfstudio's trainer zeroes every group before a step
+        runtime.run_unit(unit, *unit_functions(views[rank], camera=camera))
+        camera_optimizer.step()
+    runtime.drain()
+    state = camera_optimizer.state[camera]
+    camera_state = {"camera": camera.detach().cpu(), **{f"camera.{key}": state[key].cpu() for key in state}}
+    return {**model.snapshot(), **camera_state}, [record.to_json() for record in runtime.stats.take()]
 
 
 def train_with_densification(rank: int, mode: str) -> dict[str, torch.Tensor]:
@@ -112,7 +132,9 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
             rank, ALWAYS_CONFLICTING, initial_params(), mode=mode, fallback_after=3, fallback_units=4
         )
     for mode in ("sync", "quality-first"):
-        results[f"densify/{mode}"] = (train_with_densification(rank, mode), {})
+        results[f"late-camera/{mode}"] = train_with_camera(rank, LATE_VISIBILITY, late_visibility_params(), mode=mode)
+    for mode in ("sync", "quality-first"):
+        results[f"densify/{mode}"] = (train_with_densification(rank, mode), [])
     results["stale"] = stale_publication_error(rank)
     torch.save(results, out_dir / f"rank{rank}.pt")
 
@@ -157,63 +179,79 @@ def results(request, tmp_path_factory) -> list[dict]:
 
 
 def assert_same_state(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """Bitwise equal parameters, Adam moments and step counts."""
     assert actual.keys() == expected.keys()
     for key in expected:
-        torch.testing.assert_close(
-            actual[key], expected[key], rtol=1e-6, atol=1e-12, msg=lambda m, key=key: f"{key}: {m}"
-        )
+        assert torch.equal(actual[key], expected[key]), key
+
+
+def records_of(run) -> list[UnitRecord]:
+    return [UnitRecord.from_json(record) for record in run[1]]
 
 
 def test_quality_first_matches_sync_while_overlapping(results):
     for rank_results in results:
-        state, stats = rank_results["disjoint/quality-first/dense"]
-        assert_same_state(state, rank_results["disjoint/sync/dense"][0])
-        assert stats["summary"]["windows"]["RAW"]["admitted"] == len(DISJOINT) - 1
-        assert stats["summary"]["units"] == len(DISJOINT)
+        run = rank_results["disjoint/quality-first/dense"]
+        assert_same_state(run[0], rank_results["disjoint/sync/dense"][0])
+        summary = summarize(records_of(run))
+        assert summary.windows_admitted == summary.windows_overlapped == len(DISJOINT) - 1
+        assert summary.units == len(DISJOINT)
     assert_same_state(results[1]["disjoint/quality-first/dense"][0], results[0]["disjoint/quality-first/dense"][0])
 
 
 def test_conflicting_unit_waits_for_the_buckets_it_reads(results):
     for rank_results in results:
-        state, stats = rank_results["conflict/quality-first/dense"]
-        assert_same_state(state, rank_results["conflict/sync/dense"][0])
-        window = stats["records"][3]["window"]
-        assert window["decisions"]["RAW"] == "rejected"
-        assert window["conflict_rows"] > 0 and window["buckets_published_first"] > 0
-        assert stats["summary"]["windows"]["RAW"] == {"admitted": len(CONFLICT) - 2, "rejected": 1}
+        run = rank_results["conflict/quality-first/dense"]
+        assert_same_state(run[0], rank_results["conflict/sync/dense"][0])
+        window = records_of(run)[3].window
+        assert not window.raw_admitted
+        assert window.conflict_rows > 0 and window.buckets_published_first > 0
+        summary = summarize(records_of(run))
+        assert (summary.windows, summary.windows_admitted) == (len(CONFLICT) - 1, len(CONFLICT) - 2)
 
 
 def test_late_visibility_reruns_the_speculative_unit(results):
-    rank0_state, rank0_stats = results[0]["late/quality-first/dense"]
-    assert rank0_stats["records"][1]["reruns"] == 1
+    rank0_state = results[0]["late/quality-first/dense"][0]
+    assert records_of(results[0]["late/quality-first/dense"])[1].reruns == 1
     assert rank0_state["means"][LATE_ROW, 0] > 0.25, "the scenario must move the row into unit 1's view"
     for rank_results in results:
         assert_same_state(rank_results["late/quality-first/dense"][0], rank_results["late/sync/dense"][0])
 
 
+def test_a_rerun_replaces_the_dense_gradients_of_its_first_run(results):
+    """Defect 13a: a validation re-run added its camera-optimizer gradients to the first run's, so the camera was
+    stepped with twice the gradient and quality-first left sync."""
+    assert records_of(results[0]["late-camera/quality-first"])[1].reruns == 1
+    for rank_results in results:
+        sync, quality_first = rank_results["late-camera/sync"][0], rank_results["late-camera/quality-first"][0]
+        assert not torch.equal(sync["camera"], torch.zeros(2)), "the camera must have trained"
+        assert_same_state(quality_first, sync)
+    assert_same_state(results[1]["late-camera/quality-first"][0], results[0]["late-camera/quality-first"][0])
+
+
 def test_scoped_exchange_equals_dense_and_moves_fewer_bytes(results):
     for rank_results in results:
-        scoped_state, scoped_stats = rank_results["disjoint/quality-first/scoped"]
-        dense_state, dense_stats = rank_results["disjoint/quality-first/dense"]
-        assert_same_state(scoped_state, dense_state)
-        assert {record["exchange"] for record in scoped_stats["records"]} == {"scoped"}
-        assert scoped_stats["summary"]["bytes_exchanged"] < dense_stats["summary"]["bytes_exchanged"] / 2
-        auto_state, auto_stats = rank_results["disjoint/sync/auto"]
-        assert_same_state(auto_state, dense_state)
-        assert {record["exchange"] for record in auto_stats["records"]} == {"scoped"}
+        scoped, dense = rank_results["disjoint/quality-first/scoped"], rank_results["disjoint/quality-first/dense"]
+        assert_same_state(scoped[0], dense[0])
+        assert {record.exchange for record in records_of(scoped)} == {"scoped"}
+        assert summarize(records_of(scoped)).bytes_exchanged < summarize(records_of(dense)).bytes_exchanged / 2
+        auto = rank_results["disjoint/sync/auto"]
+        assert_same_state(auto[0], dense[0])
+        assert {record.exchange for record in records_of(auto)} == {"scoped"}
 
 
 def test_windows_that_overlap_nothing_switch_to_sync_path_stretches_and_probe_again(results):
     for rank_results in results:
-        state, stats = rank_results["conflicting/quality-first"]
-        assert_same_state(state, rank_results["conflicting/sync"][0])
-        on_sync_path = [record["unit_id"] for record in stats["records"] if record["sync_path"]]
+        run = rank_results["conflicting/quality-first"]
+        assert_same_state(run[0], rank_results["conflicting/sync"][0])
+        on_sync_path = [record.unit_id for record in records_of(run) if record.sync_path]
         # 3 rejected windows (units 1-3) start a stretch of 4 units; unit 8 starts the overlap again, its successor
         # probes, and so on.
         assert on_sync_path == [4, 5, 6, 7, 12, 13, 14, 15]
-        assert stats["summary"]["units_on_sync_path"] == 8
-        assert stats["summary"]["windows"]["RAW"] == {"rejected": 9}
-        assert not any(record["sync_path"] for record in rank_results["conflicting/sync"][1]["records"])
+        summary = summarize(records_of(run))
+        assert summary.units_on_sync_path == 8
+        assert (summary.windows, summary.windows_admitted) == (9, 0)
+        assert not any(record.sync_path for record in records_of(rank_results["conflicting/sync"]))
 
 
 def test_structural_change_keeps_ranks_identical(results):

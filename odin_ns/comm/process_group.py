@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -22,9 +22,8 @@ class PeerFailureError(RuntimeError):
     """A collective failed or timed out: a peer rank died, hung, or issued different collectives."""
 
 
-@dataclass(frozen=True)
-class DistContext:
-    """Where this process sits in the job, and how its collectives are carried."""
+class JoinedGroup(NamedTuple):
+    """What joining the default group settled (``odin_ns.comm.context.DistContext`` is built from it)."""
 
     rank: int
     world_size: int
@@ -48,7 +47,7 @@ def read_torchrun_env(env: Mapping[str, str] = os.environ) -> tuple[int, int, in
     return rank, world_size, local_rank
 
 
-def init_from_env(timeout_s: float = 600.0, backend: str | None = None) -> DistContext:
+def init_from_env(timeout_s: float = 600.0, backend: str | None = None) -> JoinedGroup:
     """Join the default process group: NCCL on the GPU ``LOCAL_RANK`` when CUDA is available, gloo on the CPU otherwise.
 
     ``timeout_s`` bounds every collective (gloo enforces it per operation, NCCL through its watchdog).
@@ -70,21 +69,7 @@ def init_from_env(timeout_s: float = 600.0, backend: str | None = None) -> DistC
         timeout=timeout,
         device_id=device if backend == "nccl" else None,
     )
-    return DistContext(rank, world_size, local_rank, device, backend, timeout)
-
-
-@contextmanager
-def process_group_from_env(timeout_s: float = 600.0, backend: str | None = None) -> Iterator[DistContext]:
-    """``init_from_env`` for the duration of a block, destroyed on exit even after a peer failure.
-
-    Destroying the group on the error path lets the survivor of a dead peer exit with its error and a non-zero status
-    rather than aborting in gloo's teardown.
-    """
-    context = init_from_env(timeout_s, backend)
-    try:
-        yield context
-    finally:
-        dist.destroy_process_group()
+    return JoinedGroup(rank, world_size, local_rank, device, backend, timeout)
 
 
 @contextmanager

@@ -32,7 +32,7 @@ class DelayLimits:
     """What a delayed read may skip: the admission thresholds of throughput-first."""
 
     tau: float = 0.2
-    """Largest fraction |delayed rows| / |read scope| of a unit's reads that may be stale (0: never delay)."""
+    """Largest fraction of any rank's read scope that it may read stale (0: never delay)."""
     max_pixels: float = 0.5
     """Largest displacement, in pixels of any reader camera, of a delayed Gaussian's centre."""
     max_opacity: float = 0.01
@@ -211,7 +211,7 @@ def bucket_maxima(bounds: torch.Tensor, candidates: torch.Tensor, rows_per_bucke
 
 class ThroughputFirstPolicy(AdmissionPolicy):
     """Delay the conflicting buckets, from the last one down, while each one's skipped-update bound is within the
-    limits and the delayed rows stay within ``tau`` of the read scope; publish the rest first.
+    limits and every reading rank reads at most ``tau`` of its own read scope stale; publish the rest first.
 
     From the last bucket down because buckets arrive in row order: a unit waiting for bucket k waits for every
     bucket before it as well, so only delaying the highest conflicting buckets shortens the wait. The first bucket
@@ -232,16 +232,14 @@ class ThroughputFirstPolicy(AdmissionPolicy):
         """Conflicting buckets whose rows unit t+1 may read stale, in descending order."""
         if not hazards.raw:
             return []
-        if hazards.delay is None:
-            raise ValueError("throughput-first admission needs the window's delay bounds (hazards.delay)")
-        budget = self.limits.tau * hazards.delay.read_rows
-        delayed, delayed_rows = [], 0
+        if hazards.delay_bounds is None:
+            raise ValueError("throughput-first admission needs the window's delay bounds (hazards.delay_bounds)")
+        delayed: list[int] = []
         for bucket in reversed(range(len(hazards.conflict_rows))):
-            rows = hazards.conflict_rows[bucket]
-            if not rows:
+            if not hazards.conflict_rows[bucket]:
                 continue
-            if delayed_rows + rows > budget or not self.limits.admit(hazards.delay.bounds[bucket]):
+            within_tau = hazards.delayed_share([*delayed, bucket]) <= self.limits.tau
+            if not within_tau or not self.limits.admit(hazards.delay_bounds[bucket]):
                 break
             delayed.append(bucket)
-            delayed_rows += rows
         return delayed

@@ -9,7 +9,8 @@
 * Late visibility: a Gaussian unit t moves into unit t+1's view invalidates t+1's speculative run; ``stale_reads``
   detects it after publication.
 * Delayed reads (throughput-first only): unit t+1 may read rows of unit t's update stale when a bound on the skipped
-  update (``DelayBound``, computed by ``odin_ns.sync.gate``) is small; ``WindowDelay`` carries it to the policy.
+  update (``DelayBound``, computed by ``odin_ns.sync.gate``) is small; ``WindowHazards.delay_bounds`` carries it
+  to the policy.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
-from odin_ns.kernels import bitmap_and, bitmap_and_count
+from odin_ns.kernels import bitmap_and, bitmap_and_count, bitmap_count, bitmap_or
 from odin_ns.sync.scopes import restrict_to_ranges, rows_per_range
 
 
@@ -52,68 +53,67 @@ class DelayBound:
             max(self.pixels, other.pixels), max(self.opacity, other.opacity), max(self.param_step, other.param_step)
         )
 
-    def as_dict(self) -> dict[str, float]:
-        return {"pixels": self.pixels, "opacity": self.opacity, "param_step": self.param_step}
-
-
-@dataclass(frozen=True)
-class WindowDelay:
-    """What a delayed-read decision needs beyond the RAW counts, equal on all ranks."""
-
-    read_rows: int
-    """|R|: rows unit t+1 reads on some rank."""
-    bounds: tuple[DelayBound, ...]
-    """Per bucket, the bound on the skipped update of its conflicting rows (zero where it has none)."""
-
 
 @dataclass(frozen=True)
 class WindowHazards:
-    """RAW exposure of unit t+1 to unit t's pending update, per row bucket, as host integers equal on all ranks."""
+    """RAW exposure of unit t+1 to unit t's pending update, per row bucket and per reading rank, as host integers
+    equal on all ranks."""
 
     conflict_rows: tuple[int, ...]
     """Rows of each bucket that unit t updates and unit t+1 reads on some rank."""
     update_rows: tuple[int, ...]
     """Rows of each bucket that unit t updates."""
-    delay: WindowDelay | None = None
-    """Set only for a policy that admits delayed reads (``needs_delay_bounds``) and a window with conflicts."""
+    read_rows: int
+    """|R|: rows unit t+1 reads on some rank."""
+    rank_conflict_rows: tuple[tuple[int, ...], ...]
+    """Per rank, rows of each bucket that unit t updates and that rank's share of unit t+1 reads."""
+    rank_read_rows: tuple[int, ...]
+    """Per rank, the rows its share of unit t+1 reads."""
+    delay_bounds: tuple[DelayBound, ...] | None = None
+    """Per bucket, the bound on the skipped update of its conflicting rows (zero where it has none); set only for a
+    policy that admits delayed reads (``needs_delay_bounds``) and a window with conflicts."""
 
     @classmethod
     def from_device(cls, exposure: torch.Tensor) -> WindowHazards:
-        """Read ``raw_exposure``'s [2, buckets] counts on the host: the overlap decision's one host synchronisation."""
-        conflict_rows, update_rows = exposure.tolist()
-        return cls(tuple(conflict_rows), tuple(update_rows))
+        """Read ``raw_exposure``'s counts on the host: the overlap decision's one host synchronisation."""
+        *per_rank, union, updates = exposure.tolist()
+        return cls(
+            conflict_rows=tuple(union[:-1]),
+            update_rows=tuple(updates[:-1]),
+            read_rows=union[-1],
+            rank_conflict_rows=tuple(tuple(row[:-1]) for row in per_rank),
+            rank_read_rows=tuple(row[-1] for row in per_rank),
+        )
 
     @property
     def raw(self) -> bool:
         return any(self.conflict_rows)
 
-
-def delay_summary(hazards: WindowHazards, delayed: Sequence[int]) -> dict[str, Any]:
-    """Record of a delayed-read decision: delayed rows and buckets, their share of the read scope (and the whole
-    conflict's), the bound that admitted them, and the bound of the highest conflicting bucket published first
-    (within the limits there means tau, not the bound, stopped the delays)."""
-    conflict_rows = hazards.conflict_rows
-    delay = hazards.delay or WindowDelay(read_rows=0, bounds=())  # none attached: no conflict, nothing delayed
-    refused = [bucket for bucket, rows in enumerate(conflict_rows) if rows and bucket not in delayed]
-    delayed_rows = sum(conflict_rows[bucket] for bucket in delayed)
-    admitted = [delay.bounds[bucket] for bucket in delayed]
-    return {
-        "delayed_rows": delayed_rows,
-        "delayed_buckets": len(delayed),
-        "delayed_ratio": delayed_rows / delay.read_rows if delay.read_rows else 0.0,
-        "conflict_ratio": sum(conflict_rows) / delay.read_rows if delay.read_rows else 0.0,
-        "delay_bound": functools.reduce(DelayBound.max, admitted).as_dict() if admitted else None,
-        "refused_bound": delay.bounds[refused[-1]].as_dict() if refused else None,
-    }
+    def delayed_share(self, delayed: Sequence[int]) -> float:
+        """The largest share, over reading ranks, of a rank's reads that fall in the ``delayed`` buckets' conflicts:
+        what throughput-first's tau bounds, so that no rank reads more than tau of its own rows stale."""
+        shares = [
+            sum(conflicts[bucket] for bucket in delayed) / reads
+            for conflicts, reads in zip(self.rank_conflict_rows, self.rank_read_rows)
+            if reads
+        ]
+        return max(shares, default=0.0)
 
 
 def raw_exposure(
-    update_scope: torch.Tensor, read_scope: torch.Tensor, ranges: Sequence[tuple[int, int]]
+    update_scope: torch.Tensor, read_scopes: torch.Tensor, ranges: Sequence[tuple[int, int]]
 ) -> torch.Tensor:
-    """int64 [2, buckets]: |update ∩ read| and |update| per bucket, computed on the device."""
-    return torch.stack(
-        [rows_per_range(bitmap_and(update_scope, read_scope), ranges), rows_per_range(update_scope, ranges)]
-    )
+    """int64 [world_size + 2, buckets + 1], computed on the device: for each rank's read scope (``read_scopes``
+    [world_size, words]) and then for their union, |update ∩ read| per bucket followed by |read|; last, |update| per
+    bucket (and a 0)."""
+    union = functools.reduce(bitmap_or, read_scopes.unbind(0))
+    rows = [
+        torch.cat([rows_per_range(bitmap_and(update_scope, read), ranges), bitmap_count(read)[None]])
+        for read in (*read_scopes.unbind(0), union)
+    ]
+    zero = torch.zeros(1, dtype=torch.int64, device=update_scope.device)
+    rows.append(torch.cat([rows_per_range(update_scope, ranges), zero]))
+    return torch.stack(rows)
 
 
 def stale_reads(
@@ -134,7 +134,7 @@ class AdmissionPolicy(ABC):
 
     name: ClassVar[str]
     needs_delay_bounds: ClassVar[bool] = False
-    """Whether the runtime must attach a ``WindowDelay`` to windows with conflicts (costs a bound computation and a
+    """Whether the runtime must attach ``delay_bounds`` to windows with conflicts (costs a bound computation and a
     host read per such window)."""
 
     @abstractmethod

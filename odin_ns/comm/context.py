@@ -1,0 +1,156 @@
+"""The distributed context: where this process sits in the job and the one door its collectives go through.
+
+Built once by the trainer (``from_torchrun``, ``joined`` under nerfstudio's launcher, ``single`` for one process) and
+passed down to the pipeline, datamanager and runtime, as torchtitan's ``ParallelDims``: nothing outside
+``odin_ns.comm`` reads ``torch.distributed``'s globals. Every collective here carries the context's timeout and turns
+a dead or hung peer into ``PeerFailureError`` naming the collective. A one-rank context needs no process group: its
+collectives are the identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from odin_ns.comm.collectives import (
+    Clock,
+    Collective,
+    LocalResult,
+    all_gather_async,
+    all_reduce_statistics,
+    all_reduce_sum_async,
+)
+from odin_ns.comm.process_group import barrier, init_from_env, naming_peer_failures, wait_for
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Rank, world size, device, backend, timeout and process group of this process's collectives."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+    timeout: timedelta
+    group: dist.ProcessGroup | None = None
+    """The group the collectives run over (None: the default group; unused with one rank)."""
+
+    @classmethod
+    def single(cls, device: torch.device | str, timeout_s: float = 600.0) -> DistContext:
+        """One process training alone: no process group, every collective is the identity."""
+        device = torch.device(device)
+        return cls(0, 1, 0, device, "none", timedelta(seconds=timeout_s))
+
+    @classmethod
+    def from_torchrun(cls, timeout_s: float, backend: str | None = None) -> DistContext:
+        """Join the default group from torchrun's environment (``init_from_env``)."""
+        rank, world_size, local_rank, device, backend, timeout = init_from_env(timeout_s, backend)
+        return cls(rank, world_size, local_rank, device, backend, timeout)
+
+    @classmethod
+    def joined(cls, local_rank: int, device: torch.device | str, timeout_s: float) -> DistContext:
+        """The default group another launcher (nerfstudio's ``launch``) already initialised."""
+        if not dist.is_initialized():
+            raise RuntimeError("DistContext.joined needs an initialised default process group")
+        timeout = timedelta(seconds=timeout_s)
+        return cls(dist.get_rank(), dist.get_world_size(), local_rank, torch.device(device), dist.get_backend(), timeout)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def solo(self) -> DistContext:
+        """A context over this rank alone, for ranks that train apart (collective: every rank must call it)."""
+        if self.world_size == 1:
+            return self
+        singletons = [dist.new_group([rank], timeout=self.timeout) for rank in range(self.world_size)]
+        return replace(self, world_size=1, group=singletons[self.rank])
+
+    def destroy(self) -> None:
+        """Tear the process group down (a one-rank context has none)."""
+        if self.world_size > 1 and self.group is None and dist.is_initialized():
+            dist.destroy_process_group()
+
+    # ------------------------------------------------------------------------------------------------ collectives
+
+    def barrier(self, what: str) -> None:
+        if self.world_size > 1:
+            barrier(what, self.timeout, self.group)
+
+    def broadcast_(self, tensors: Sequence[torch.Tensor], what: str, src: int = 0) -> None:
+        """Overwrite ``tensors`` in place with rank ``src``'s."""
+        if self.world_size == 1:
+            return
+        for tensor in tensors:
+            self._blocking(what, lambda: dist.broadcast(tensor, src=src, group=self.group, async_op=True))
+
+    def broadcast_object(self, value: Any, what: str, src: int = 0) -> Any:
+        """Rank ``src``'s ``value`` (a picklable object) on every rank."""
+        if self.world_size == 1:
+            return value
+        holder = [value]
+        with naming_peer_failures(what, self.timeout):
+            dist.broadcast_object_list(holder, src=src, group=self.group)
+        return holder[0]
+
+    def all_reduce_mean_(self, tensors: Sequence[torch.Tensor], what: str) -> None:
+        """Replace ``tensors`` (one dtype and device) by their mean over ranks: one flat collective."""
+        if self.world_size == 1 or not tensors:
+            return
+        flat = torch.cat([tensor.reshape(-1) for tensor in tensors])
+        self._blocking(what, lambda: dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group, async_op=True))
+        flat /= self.world_size
+        for tensor, values in zip(tensors, flat.split([tensor.numel() for tensor in tensors])):
+            tensor.copy_(values.view_as(tensor))
+
+    def reduce_statistics(self, statistics: Mapping[str, torch.Tensor], ops: Mapping[str, str]) -> dict[str, torch.Tensor]:
+        """``all_reduce_statistics`` over this context (the identity with one rank)."""
+        if self.world_size == 1:
+            return dict(statistics)
+        return all_reduce_statistics(statistics, ops, self.timeout, self.group)
+
+    def all_equal(self, values: torch.Tensor, what: str) -> torch.Tensor:
+        """bool [len(values)]: whether each element of ``values`` (1-D) is the same on every rank."""
+        if self.world_size == 1:
+            return torch.ones(values.shape, dtype=torch.bool, device=values.device)
+        both = torch.stack([values, -values])
+        self._blocking(what, lambda: dist.all_reduce(both, op=dist.ReduceOp.MAX, group=self.group, async_op=True))
+        return both[0] == -both[1]
+
+    def all_gather_async(
+        self, local: torch.Tensor, what: str, clock: Clock, stream: torch.cuda.Stream | None
+    ) -> Collective | LocalResult:
+        """Every rank's ``local`` as [world_size, *local.shape], in flight."""
+        if self.world_size == 1:
+            return LocalResult(local[None], clock)
+        return all_gather_async(local, what, self.timeout, clock, stream, self.group)
+
+    def all_reduce_sum_async(
+        self, buffer: torch.Tensor, what: str, clock: Clock, stream: torch.cuda.Stream | None
+    ) -> Collective:
+        """``buffer`` summed over ranks in place, in flight."""
+        return all_reduce_sum_async(buffer, what, self.timeout, clock, stream, self.group)
+
+    def _blocking(self, what: str, launch) -> None:
+        with naming_peer_failures(what, self.timeout):
+            work = launch()
+        wait_for(work, what, self.timeout)
+
+
+@contextmanager
+def torchrun_context(timeout_s: float = 600.0, backend: str | None = None) -> Iterator[DistContext]:
+    """``DistContext.from_torchrun`` for the duration of a block, its group destroyed on exit even after a peer
+    failure: destroying it on the error path lets the survivor of a dead peer exit with its error and a non-zero
+    status rather than aborting in gloo's teardown."""
+    context = DistContext.from_torchrun(timeout_s, backend)
+    try:
+        yield context
+    finally:
+        context.destroy()

@@ -1,0 +1,94 @@
+"""The runtime's one configuration: how a unit's gradients are exchanged and published across ranks.
+
+``RuntimeConfig`` follows nerfstudio's ``InstantiateConfig`` protocol (a ``_target`` and ``setup(**kwargs)`` that
+builds it) without importing nerfstudio, so the runtime stays usable with plain torch; the pipeline config nests it
+as ``--pipeline.odin.*``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Type, get_args
+
+from odin_ns.sync.gate import DelayLimits
+
+Mode = Literal["sync", "quality-first", "throughput-first", "no-exchange"]
+MODES: tuple[str, ...] = get_args(Mode)
+OVERLAPPED_MODES = ("quality-first", "throughput-first")
+"""Modes whose unit t+1 computes while unit t's exchange is in flight."""
+Exchange = Literal["dense", "scoped", "auto"]
+AdamRows = Literal["selective", "dense"]
+
+
+def _runtime_class() -> Type:
+    from odin_ns.runtime.executor import OdinRuntime
+
+    return OdinRuntime
+
+
+@dataclass
+class RuntimeConfig:
+    """How the Gaussians' gradients are exchanged and published across ranks."""
+
+    _target: Type = field(default_factory=_runtime_class)
+    mode: Mode = "quality-first"
+    """sync: all-reduce then step every unit; quality-first: overlap a unit's exchange with the next unit when their
+    Gaussian scopes do not conflict (same parameters as sync); throughput-first: also admit bounded delayed reads;
+    no-exchange: measurement only (the benchmarks' compute floor), every rank trains alone and replicas diverge."""
+    delay: DelayLimits = field(default_factory=DelayLimits)
+    """throughput-first: what a delayed read may skip."""
+    exchange: Exchange = "dense"
+    """dense: all-reduce every row; scoped: only the rows some rank updated; auto: scoped when the update scope is
+    below ``scoped_below`` of the rows. The scoped exchange needs the update scope's size on the host before it can
+    launch, a read that stalls the GPU queue: it pays only where links are slow relative to the host
+    (docs/results.md)."""
+    scoped_below: float = 0.25
+    """exchange auto: the largest |update scope| / N for which the scoped exchange is used."""
+    bucket_mb: float = 25.0
+    """Largest all-reduced bucket of packed gradient rows."""
+    min_buckets: int = 8
+    """Cut the exchange into at least this many row ranges where the rows allow: the granularity at which a
+    conflicting unit waits for, and publishes, part of the previous unit's exchange. Every mode cuts the same
+    buckets, so all reduce in the same order and quality-first equals sync for any world size."""
+    adam: AdamRows = "selective"
+    """selective: Adam steps only Gaussians some view of the unit saw (what makes update scopes well defined);
+    dense: every Gaussian, stock splatfacto's Adam (sync and no-exchange only), for comparison."""
+    timeout_s: float = 600.0
+    """A rank waiting longer than this on a collective (a peer died or hung) exits with an error naming it."""
+    fallback_after: int = 16
+    """Overlapped modes: after this many windows in a row that left nothing in flight (as on captures where every
+    view sees almost everything), run ``fallback_units`` units on sync's path (no read-scope pass, hazard read or
+    validation: host work that cannot pay), then probe again; 0: never. The parameters are sync's either way."""
+    fallback_units: int = 64
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.adam not in get_args(AdamRows) or (self.adam == "dense" and self.mode in OVERLAPPED_MODES):
+            raise ValueError(f"adam must be 'selective', or 'dense' without overlap; got {self.adam!r} in {self.mode}")
+        if self.exchange not in get_args(Exchange):
+            raise ValueError(f"exchange must be one of {get_args(Exchange)}, got {self.exchange!r}")
+        if not 0.0 <= self.scoped_below <= 1.0:
+            raise ValueError(f"scoped_below must be within [0, 1], got {self.scoped_below}")
+        if self.bucket_mb <= 0:
+            raise ValueError(f"bucket_mb must be positive, got {self.bucket_mb}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
+        if self.min_buckets < 1:
+            raise ValueError(f"min_buckets must be at least 1, got {self.min_buckets}")
+        if self.fallback_after < 0 or self.fallback_units < 1:
+            raise ValueError(
+                f"fallback_after must be >= 0 and fallback_units >= 1, got {self.fallback_after}, {self.fallback_units}"
+            )
+
+    @property
+    def overlapped(self) -> bool:
+        return self.mode in OVERLAPPED_MODES
+
+    @property
+    def bucket_bytes(self) -> int:
+        return int(self.bucket_mb * 2**20)
+
+    def setup(self, **kwargs: Any) -> Any:
+        """Build the runtime (nerfstudio's ``InstantiateConfig.setup``)."""
+        return self._target(self, **kwargs)
