@@ -19,13 +19,7 @@ from odin_ns.kernels.bitmap import (
     overlap_ratio,
     pack_bitmap,
 )
-from odin_ns.kernels.compaction import (
-    gather_rows,
-    gather_rows_packed,
-    packed_width,
-    scatter_rows,
-    scatter_rows_packed,
-)
+from odin_ns.kernels.compaction import gather_rows_packed, scatter_rows_packed
 from odin_ns.kernels.dispatch import resolve_backend
 
 __all__ = [
@@ -38,14 +32,11 @@ __all__ = [
     "bitmap_or",
     "bitmap_to_mask",
     "check_bitmap",
-    "gather_rows",
     "gather_rows_packed",
     "num_words",
     "overlap_ratio",
     "pack_bitmap",
-    "packed_width",
     "resolve_backend",
-    "scatter_rows",
     "scatter_rows_packed",
     "selective_adam_step",
 ]

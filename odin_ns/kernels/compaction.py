@@ -39,7 +39,7 @@ def _rows_2d(tensors: list[torch.Tensor], indices: torch.Tensor) -> list[torch.T
 
 
 def packed_width(tensors: list[torch.Tensor]) -> int:
-    """Columns of the packed buffer (sum of elements per row), for preallocating exchange buffers."""
+    """Columns of the packed buffer: the sum of the tensors' elements per row."""
     return sum(math.prod(t.shape[1:]) for t in tensors)
 
 
@@ -73,14 +73,3 @@ def scatter_rows_packed(
     for view, columns in zip(views, buf.split(widths, dim=1)):
         view.index_copy_(0, indices.to(torch.int64), columns)
 
-
-def gather_rows(src: torch.Tensor, indices: torch.Tensor, backend: str = "auto") -> torch.Tensor:
-    """``src[indices]`` for a [N, ...] tensor, shaped [k, ...]."""
-    return gather_rows_packed([src], indices, backend).view(indices.numel(), *src.shape[1:])
-
-
-def scatter_rows(dst: torch.Tensor, indices: torch.Tensor, buf: torch.Tensor, backend: str = "auto") -> None:
-    """``dst[indices] = buf`` in place, for a [N, ...] ``dst`` and a [k, ...] ``buf``."""
-    if buf.shape != (indices.numel(), *dst.shape[1:]):
-        raise ValueError(f"buf is {tuple(buf.shape)}, expected {(indices.numel(), *dst.shape[1:])} to scatter into dst")
-    scatter_rows_packed([dst], indices, as_rows(buf.contiguous()), backend)
