@@ -27,14 +27,20 @@ from runtime_toy import (
 )
 from test_runtime_distributed import (
     APPENDED_ROWS,
+    LATE_ROW,
     WORLD_SIZE,
     assert_same_state,
+    late_visibility_params,
     rank_errors,
     run_with_structural_change,
 )
 
+from odin_ns.comm.context import DistContext
 from odin_ns.kernels.adam import adam_update_
-from odin_ns.runtime.executor import OdinRuntime, RuntimeConfig, StaleUnitError
+from odin_ns.runtime.config import RuntimeConfig
+from odin_ns.runtime.executor import OdinRuntime, StaleUnitError
+from odin_ns.runtime.optimizer import ScopedAdam
+from odin_ns.runtime.records import UnitRecord
 from odin_ns.sync.gate import (
     AdamRows,
     DelayLimits,
@@ -45,7 +51,7 @@ from odin_ns.sync.gate import (
     opacity_change,
     pinhole_sensitivity,
 )
-from odin_ns.sync.hazards import DelayBound, WindowDelay, WindowHazards
+from odin_ns.sync.hazards import DelayBound, WindowHazards
 
 BETAS = (0.9, 0.999)
 LIMITS = DelayLimits(tau=0.2, max_pixels=2.0, max_opacity=0.05, max_param_step=0.2)
@@ -156,20 +162,40 @@ def test_paper_gate_admits_a_large_skipped_update_that_the_bound_refuses():
         assert not limits.admit(DelayBound(pixels=bound_pixels, opacity=0.0, param_step=0.0)), name
 
 
+def one_reader_window(conflict_rows: tuple[int, ...], read_rows: int, bounds: tuple[DelayBound, ...]) -> WindowHazards:
+    """A window whose reads all come from one rank."""
+    return WindowHazards(conflict_rows, (50,) * len(conflict_rows), read_rows, (conflict_rows,), (read_rows,), bounds)
+
+
 def test_policy_delays_the_highest_conflicting_buckets_within_tau_and_the_limits():
     small, large = DelayBound(0.1, 0.001, 0.01), DelayBound(3.0, 0.001, 0.01)
-    hazards = WindowHazards(
-        conflict_rows=(5, 0, 10, 10), update_rows=(50, 50, 50, 50), delay=WindowDelay(100, (small,) * 4)
-    )
+    hazards = one_reader_window((5, 0, 10, 10), 100, (small,) * 4)
     assert ThroughputFirstPolicy(DelayLimits(tau=0.2)).delayed_buckets(hazards) == [3, 2]
     assert ThroughputFirstPolicy(DelayLimits(tau=0.2)).buckets_to_publish_first(hazards) == [0]
     assert ThroughputFirstPolicy(DelayLimits(tau=0.15)).delayed_buckets(hazards) == [3]
     assert ThroughputFirstPolicy(DelayLimits(tau=0.0)).buckets_to_publish_first(hazards) == [0, 2, 3]
-    blocked = WindowHazards(hazards.conflict_rows, hazards.update_rows, WindowDelay(100, (small, small, small, large)))
+    blocked = one_reader_window((5, 0, 10, 10), 100, (small, small, small, large))
     assert ThroughputFirstPolicy(DelayLimits(tau=1.0)).delayed_buckets(blocked) == []
-    nan_bounds = WindowDelay(100, (DelayBound(0.0, float("nan"), 0.0),) * 4)
-    nan = WindowHazards(hazards.conflict_rows, hazards.update_rows, nan_bounds)
+    nan = one_reader_window((5, 0, 10, 10), 100, (DelayBound(0.0, float("nan"), 0.0),) * 4)
     assert ThroughputFirstPolicy(DelayLimits(tau=1.0)).delayed_buckets(nan) == []
+
+
+def test_tau_bounds_each_reading_rank_not_the_union():
+    """Defect 13c: rank 0 reads 10 rows, all of them in the conflict of bucket 3; rank 1 reads 990 other rows. The
+    conflict is 1% of the union's reads but all of rank 0's: it must not be delayed at tau = 0.2."""
+    small = DelayBound(0.1, 0.001, 0.01)
+    lopsided = WindowHazards(
+        conflict_rows=(0, 0, 0, 10),
+        update_rows=(50, 50, 50, 50),
+        read_rows=1000,
+        rank_conflict_rows=((0, 0, 0, 10), (0, 0, 0, 0)),
+        rank_read_rows=(10, 990),
+        delay_bounds=(small,) * 4,
+    )
+    assert lopsided.delayed_share([3]) == 1.0
+    assert ThroughputFirstPolicy(DelayLimits(tau=0.2)).delayed_buckets(lopsided) == []
+    spread = replace(lopsided, rank_conflict_rows=((0, 0, 0, 5), (0, 0, 0, 5)), rank_read_rows=(100, 900))
+    assert ThroughputFirstPolicy(DelayLimits(tau=0.2)).delayed_buckets(spread) == [3]
 
 
 def test_configuration_errors_name_the_problem():
@@ -204,7 +230,7 @@ def train(rank: int, schedule, **config) -> tuple[dict, list[dict]]:
     runtime = make_runtime(model, **config)
     run_units(runtime, schedule, rank)
     runtime.drain()
-    return model.snapshot(), runtime.stats.as_dicts()
+    return model.snapshot(), [record.to_json() for record in runtime.stats.take()]
 
 
 def tiny_gradient_window(rank: int, pixels_per_unit: float) -> dict:
@@ -236,7 +262,7 @@ def tiny_gradient_window(rank: int, pixels_per_unit: float) -> dict:
     read_rows = visible_rows(before, strip)
     moved = (model.params["means"].detach() - before)[read_rows].norm(dim=1).max().item()
     runtime.drain()
-    window = next(record["window"] for record in runtime.stats.as_dicts() if record["unit_id"] == 3)
+    window = next(record.window.to_json() for record in runtime.stats.take() if record.unit_id == 3)
     return {"window": window, "local_gradient": local_gradient["max"], "moved_pixels": pixels_per_unit * moved}
 
 
@@ -245,7 +271,21 @@ def densify_between(rank: int) -> tuple[dict, list[dict]]:
     model = ToyModel(initial_params())
     runtime = make_runtime(model, mode="throughput-first", delay=LIMITS)
     run_with_structural_change(runtime, model, SMALL_OVERLAP[:24], 12, rank, run=run_units)
-    return model.snapshot(), runtime.stats.as_dicts()
+    return model.snapshot(), [record.to_json() for record in runtime.stats.take()]
+
+
+DELAYED_ENTRY = [[cell_view(0, attractor=(0.9, 0.125)), cell_view(10)], [cell_view(0), cell_view(1)], [cell_view(5), cell_view(15)]]
+"""Unit 0 pulls cell 0's points towards cell 1, LATE_ROW across the border. Unit 1: rank 0 reads cell 0 (a conflict
+with unit 0's update, delayed), rank 1 reads cell 1, which LATE_ROW enters only once unit 0 is published."""
+UNLIMITED = DelayLimits(tau=1.0, max_pixels=float("inf"), max_opacity=float("inf"), max_param_step=float("inf"))
+
+
+def delayed_row_entering_another_view(rank: int) -> tuple[dict, list[dict]]:
+    model = ToyModel(late_visibility_params())
+    runtime = make_runtime(model, mode="throughput-first", delay=UNLIMITED)
+    run_units(runtime, DELAYED_ENTRY, rank)
+    runtime.drain()
+    return model.snapshot(), [record.to_json() for record in runtime.stats.take()]
 
 
 def staged_across_change_error(rank: int) -> str:
@@ -273,6 +313,7 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
         "tiny-gradient/distant": tiny_gradient_window(rank, PIXELS_PER_UNIT),
         "densify": densify_between(rank),
         "stale": staged_across_change_error(rank),
+        "delayed-entry": delayed_row_entering_another_view(rank),
     }
     torch.save(results, out_dir / f"rank{rank}.pt")
 
@@ -286,7 +327,7 @@ def results(tmp_path_factory) -> list[dict]:
 
 
 def raw_admitted(records: list[dict]) -> int:
-    return sum(1 for record in records if record["window"] and record["window"]["decisions"]["RAW"] == "admitted")
+    return sum(1 for record in records if record["window"] and record["window"]["buckets_published_first"] == 0)
 
 
 def test_tau_zero_is_quality_first_and_sync(results):
@@ -320,7 +361,7 @@ def test_gate_refuses_a_large_skipped_update_behind_a_tiny_local_gradient(result
         assert 0 < window["conflict_ratio"] <= LIMITS.tau
         assert paper_gate_admits(torch.tensor(zoomed["local_gradient"]), window["conflict_ratio"], LIMITS.tau)
         assert zoomed["moved_pixels"] > LIMITS.max_pixels, "the update the paper's gate would skip is large"
-        assert window["decisions"]["RAW"] == "rejected" and window["delayed_rows"] == 0
+        assert window["buckets_published_first"] > 0 and window["delayed_rows"] == 0
         assert window["refused_bound"]["pixels"] >= zoomed["moved_pixels"] * (1 - 1e-5)
         distant = rank_results["tiny-gradient/distant"]
         assert distant["window"]["delayed_rows"] > 0, "the same update seen from afar is admitted"
@@ -342,33 +383,34 @@ def test_delayed_reads_never_cross_a_structural_change(results):
     assert_same_state(results[1]["densify"][0], results[0]["densify"][0])
 
 
-@pytest.fixture
-def one_rank_group():
-    """A single-process group for constructing a runtime (reusing one a previous test left initialised)."""
-    if torch.distributed.is_initialized():
-        yield
-        return
-    torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
-    yield
-    torch.distributed.destroy_process_group()
+def test_a_delayed_row_entering_another_ranks_view_makes_that_rank_rerun(results):
+    """Defect 13b: rank 1 neither read LATE_ROW nor was bounded for it, but sees it once unit 0 is published; it
+    used to subtract every delayed row (the union's) from what it saw, and kept its stale run."""
+    state, records = results[1]["delayed-entry"]
+    unit_1 = UnitRecord.from_json(records[1])
+    assert unit_1.window.delayed_rows > 0
+    assert state["means"][LATE_ROW, 0] > 0.25, "the scenario must move the row into rank 1's view"
+    assert unit_1.reruns == 1
+    assert UnitRecord.from_json(results[0]["delayed-entry"][1][1]).reruns == 0, "rank 0 read its delayed rows on purpose"
 
 
-def test_throughput_first_needs_the_inputs_of_its_bound(one_rank_group):
+def test_throughput_first_needs_the_inputs_of_its_bound():
     params = {"means": torch.nn.Parameter(torch.zeros(64, 2))}
-    with pytest.raises(ValueError, match="has no betas"):
-        OdinRuntime(params, {"means": torch.optim.SGD([params["means"]], lr=0.1)}, RuntimeConfig("throughput-first"))
-    adam = {"means": torch.optim.Adam([params["means"]])}
+    single = DistContext.single("cpu")
+    with pytest.raises(ValueError, match="does not implement RowOptimizer"):
+        OdinRuntime(RuntimeConfig("throughput-first"), params, {"means": torch.optim.SGD([params["means"]], lr=0.1)}, single)
+    adam = {"means": ScopedAdam([params["means"]])}
     with pytest.raises(ValueError, match=r"missing \['opacities'\]"):
-        OdinRuntime(params, adam, RuntimeConfig(mode="throughput-first"))
+        OdinRuntime(RuntimeConfig(mode="throughput-first"), params, adam, single)
     means_only = RuntimeConfig(mode="throughput-first", delay=DelayLimits(opacity_logit="means"))
-    runtime = OdinRuntime(params, adam, means_only)
+    runtime = OdinRuntime(means_only, params, adam, single)
     with pytest.raises(ValueError, match="needs sensitivity_fn"):
         runtime.run_unit(0, *unit_functions(cell_view(0)))
 
 
-def test_pipeline_flags_configure_the_gate():
-    from odin_ns.pipeline import OdinConfig
+def test_command_line_configures_the_gate():
+    import tyro
 
-    config = OdinConfig(mode="throughput-first", tau=0.1, max_delay_pixels=0.25).runtime_config()
+    config = tyro.cli(RuntimeConfig, args=["--mode", "throughput-first", "--delay.tau", "0.1", "--delay.max-pixels", "0.25"])
     assert config.mode == "throughput-first"
     assert config.delay == DelayLimits(tau=0.1, max_pixels=0.25, max_opacity=0.01, max_param_step=0.05)

@@ -15,6 +15,7 @@ import torch
 from odin_ns.runtime.optimizer import RowOptimizer
 from odin_ns.sync.gate import AdamRows
 
+REQUIRED_METHODS = ("holds", "learning_rates", "step_rows", "adam_rows")
 LearningRates = tuple[list[float], ...]
 """Each distinct optimizer's per-group learning rates, in the order of ``Publication.optimizers``."""
 
@@ -32,6 +33,11 @@ class Publication:
     def bind(self, params: Mapping[str, torch.Tensor], optimizers: Mapping[str, RowOptimizer]) -> None:
         """Publish into ``params`` with ``optimizers`` (keyed like ``params``; one may serve several names)."""
         for name, param in params.items():
+            if name in optimizers and not all(hasattr(optimizers[name], m) for m in REQUIRED_METHODS):
+                raise ValueError(
+                    f"the optimizer for '{name}' ({type(optimizers[name]).__name__}) does not implement RowOptimizer "
+                    f"({', '.join(REQUIRED_METHODS)}): use odin_ns.runtime.optimizer.ScopedAdam"
+                )
             if name not in optimizers:
                 raise ValueError(f"no optimizer given for parameter '{name}'")
             if not optimizers[name].holds(param):
