@@ -10,8 +10,8 @@ import pycolmap
 import pytest
 from nerfstudio.data.utils import colmap_parsing_utils as colmap_utils
 
-from odin_ns.data import colmap_writer
-from odin_ns.data.colmap_writer import SHARED_CAMERA_ID, write_colmap_model
+from odin_ns.colmap import writer as colmap_writer
+from odin_ns.colmap.writer import SHARED_CAMERA_ID, write_colmap_model
 from odin_ns.data.demo_scene import DemoSceneOptions, build_cameras, build_scene_gaussians, sample_surface_points
 
 

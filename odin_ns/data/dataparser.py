@@ -25,7 +25,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from PIL import Image, UnidentifiedImageError
 from tqdm import tqdm
 
-from odin_ns.schedule.colmap_binary import read_images_binary_headers, read_points3d_binary
+from odin_ns.colmap.reader import read_images_binary_headers, read_points3d_binary
 
 COLMAP_MODEL_DIRS = (Path("sparse/0"), Path("colmap/sparse/0"), Path("sparse"))
 

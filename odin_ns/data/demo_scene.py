@@ -32,7 +32,7 @@ import tyro
 from PIL import Image
 from tqdm import tqdm
 
-from odin_ns.data.colmap_writer import write_colmap_model
+from odin_ns.colmap.writer import write_colmap_model
 from odin_ns.rendering import rasterize_fn, resolve_renderer
 
 SCENE_GAUSSIANS_FILE = "scene_gaussians.npz"

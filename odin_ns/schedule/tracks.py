@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from tqdm import tqdm
 
-from odin_ns.schedule.colmap_binary import read_images_binary_headers, read_points3d_binary
+from odin_ns.colmap.reader import has_tracks, read_tracks
 
 logger = logging.getLogger(__name__)
 
@@ -104,70 +104,6 @@ def view_names(paths: Sequence[Path | str]) -> list[str]:
     return [Path(os.path.relpath(p, root)).as_posix() for p in paths]
 
 
-def _has_reconstruction(recon_dir: Path) -> bool:
-    return (recon_dir / "images.bin").exists() or (recon_dir / "images.txt").exists()
-
-
-def read_colmap_tracks(recon_dir: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Read image names and observations (image row, point index) of a COLMAP reconstruction.
-
-    Binary models are read vectorised (``colmap_binary``: a million points in about a second); text models with
-    pycolmap where it is installed, nerfstudio's COLMAP parser otherwise (the GPU machines have no pycolmap).
-    Observation arrays are parallel; image rows index the returned names (sorted by image id).
-    """
-    if not _has_reconstruction(recon_dir):
-        raise FileNotFoundError(f"no COLMAP reconstruction (images.bin or images.txt) in {recon_dir}")
-    if (recon_dir / "images.bin").exists() and (recon_dir / "points3D.bin").exists():
-        return _read_tracks_binary(recon_dir)
-    try:
-        import pycolmap
-    except ImportError:
-        return _read_tracks_nerfstudio(recon_dir)
-    return _read_tracks_pycolmap(pycolmap.Reconstruction(str(recon_dir)))
-
-
-def _read_tracks_binary(recon_dir: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
-    images = read_images_binary_headers(recon_dir / "images.bin")
-    points = read_points3d_binary(recon_dir / "points3D.bin")
-    image_ids = np.array(sorted(images), dtype=np.int64)
-    row_of_image_id = np.full(int(image_ids.max()) + 1 if len(image_ids) else 1, -1, dtype=np.int64)
-    row_of_image_id[image_ids] = np.arange(len(image_ids))
-    point_of_obs = np.repeat(np.argsort(np.argsort(points.ids)), points.track_lengths)  # index = rank of the point id
-    return [images[int(i)].name for i in image_ids], row_of_image_id[points.track_image_ids], point_of_obs
-
-
-def _read_tracks_pycolmap(reconstruction) -> tuple[list[str], np.ndarray, np.ndarray]:
-    image_ids = np.array(sorted(reconstruction.images), dtype=np.int64)
-    names = [reconstruction.images[int(image_id)].name for image_id in image_ids]
-    row_of_image_id = np.full(int(image_ids.max()) + 1 if len(image_ids) else 1, -1, dtype=np.int64)
-    row_of_image_id[image_ids] = np.arange(len(image_ids))
-    # pycolmap exposes tracks only element by element; one array per point keeps the rest vectorised.
-    tracks = [
-        np.fromiter((element.image_id for element in point.track.elements), dtype=np.int64)
-        for point in reconstruction.points3D.values()
-    ]
-    track_lengths = np.array([len(track) for track in tracks], dtype=np.int64)
-    image_of_obs = np.concatenate(tracks) if tracks else np.zeros(0, dtype=np.int64)
-    point_of_obs = np.repeat(np.arange(len(tracks)), track_lengths)
-    return names, row_of_image_id[image_of_obs], point_of_obs
-
-
-def _read_tracks_nerfstudio(recon_dir: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
-    from nerfstudio.data.utils import colmap_parsing_utils as colmap_utils
-
-    if (recon_dir / "images.bin").exists():
-        images = colmap_utils.read_images_binary(recon_dir / "images.bin")
-    else:
-        images = colmap_utils.read_images_text(recon_dir / "images.txt")
-    ordered = [images[image_id] for image_id in sorted(images)]
-    point_ids_per_image = [image.point3D_ids[image.point3D_ids != -1] for image in ordered]
-    counts = np.array([len(ids) for ids in point_ids_per_image], dtype=np.int64)
-    all_point_ids = np.concatenate(point_ids_per_image) if ordered else np.zeros(0, dtype=np.int64)
-    _, point_of_obs = np.unique(all_point_ids, return_inverse=True)
-    image_of_obs = np.repeat(np.arange(len(ordered)), counts)
-    return [image.name for image in ordered], image_of_obs, point_of_obs.reshape(-1)
-
-
 def match_views_to_images(view_paths: Sequence[Path | str], image_names: Sequence[str]) -> np.ndarray:
     """For each training view, the row of the reconstruction image of the same name.
 
@@ -201,7 +137,7 @@ def incidence_matrix(view_of_obs: np.ndarray, point_of_obs: np.ndarray, num_view
 
 def sfm_observations(recon_dir: Path, view_paths: Sequence[Path | str]) -> Observations:
     """Observations of the training views from the SfM tracks; images outside the training split are ignored."""
-    image_names, image_of_obs, point_of_obs = read_colmap_tracks(recon_dir)
+    image_names, image_of_obs, point_of_obs = read_tracks(recon_dir)
     view_of_image = np.full(len(image_names), -1, dtype=np.int64)
     view_of_image[match_views_to_images(view_paths, image_names)] = np.arange(len(view_paths))
     view_of_obs = view_of_image[image_of_obs]
@@ -311,7 +247,7 @@ def collect_observations(
     """Observations from the best available source: SfM tracks, then seed points, then camera frusta."""
     if len(view_paths) != len(cameras):
         raise ValueError(f"{len(view_paths)} training views but {len(cameras)} cameras")
-    if recon_dir is not None and _has_reconstruction(recon_dir):
+    if recon_dir is not None and has_tracks(recon_dir):
         observations = sfm_observations(recon_dir, view_paths)
     elif seed_points is not None and len(seed_points) > 0:
         observations = seed_point_observations(cameras, seed_points, seed)

@@ -5,7 +5,7 @@ lists its track as (image id, 2D point index)). This module builds both sides fr
 (view, point, pixel) observations with array operations, so they are consistent by construction, and writes
 images.bin and points3D.bin with numpy record arrays: nerfstudio's writers pack one struct per point and per
 observation in Python, minutes for the benchmark scene's ~1M points and tens of millions of observations.
-The bytes are the same as nerfstudio's writers produce (tested); cameras.bin (one camera) still uses them.
+The bytes are the same as nerfstudio's writers produce (tested).
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ from typing import BinaryIO
 
 import numpy as np
 
-from nerfstudio.data.utils import colmap_parsing_utils as colmap_utils
-
 SHARED_CAMERA_ID = 1
+PINHOLE_MODEL_ID = 1
+"""COLMAP's id of the PINHOLE camera model (fx, fy, cx, cy)."""
+
+CAMERA = np.dtype([("id", "<i4"), ("model_id", "<i4"), ("width", "<u8"), ("height", "<u8"), ("params", "<f8", 4)])
+"""cameras.bin record of a PINHOLE camera (56 bytes)."""
 
 POINT_HEADER = np.dtype(
     [("id", "<u8"), ("xyz", "<f8", 3), ("rgb", "u1", 3), ("error", "<f8"), ("track_length", "<u8")]
@@ -85,21 +88,20 @@ def write_colmap_model(
     view_starts = np.concatenate([[0], np.cumsum(observations_per_view)[:-1]])
     point2d_indices = np.arange(len(views)) - view_starts[views]
 
-    fx, fy, cx, cy = intrinsics[0, 0], intrinsics[1, 1], intrinsics[0, 2], intrinsics[1, 2]
-    cameras = {
-        SHARED_CAMERA_ID: colmap_utils.Camera(
-            id=SHARED_CAMERA_ID, model="PINHOLE", width=width, height=height, params=np.array([fx, fy, cx, cy])
-        )
-    }
+    camera = np.zeros(1, CAMERA)
+    camera["id"], camera["model_id"], camera["width"], camera["height"] = SHARED_CAMERA_ID, PINHOLE_MODEL_ID, width, height
+    camera["params"] = [intrinsics[0, 0], intrinsics[1, 1], intrinsics[0, 2], intrinsics[1, 2]]
     model_dir.mkdir(parents=True, exist_ok=True)
-    colmap_utils.write_cameras_binary(cameras, model_dir / "cameras.bin")
+    with open(model_dir / "cameras.bin", "wb") as file:
+        file.write(np.uint64(len(camera)).astype("<u8").tobytes())
+        file.write(camera.tobytes())
 
     with open(model_dir / "images.bin", "wb") as file:
         file.write(np.uint64(num_views).astype("<u8").tobytes())
         for view in range(num_views):
             header = np.zeros(1, IMAGE_HEADER)
             header["id"] = view + 1
-            header["qvec"] = colmap_utils.rotmat2qvec(world_to_cameras[view, :3, :3])
+            header["qvec"] = rotation_to_qvec(world_to_cameras[view, :3, :3])
             header["tvec"] = world_to_cameras[view, :3, 3]
             header["camera_id"] = SHARED_CAMERA_ID
             observed = slice(view_starts[view], view_starts[view] + observations_per_view[view])
@@ -121,6 +123,23 @@ def write_colmap_model(
         file.write(np.uint64(len(kept)).astype("<u8").tobytes())
         _write_point_records(file, kept, point3d_ids, points_xyz, points_rgb, track_lengths, track)
     return len(kept)
+
+
+def rotation_to_qvec(rotation: np.ndarray) -> np.ndarray:
+    """COLMAP's (w, x, y, z) quaternion of a 3x3 rotation, w >= 0, computed as COLMAP's read_write_model.py does
+    (the eigenvector of Bar-Itzhack's symmetric matrix), so the written poses are the bytes COLMAP's scripts write."""
+    rxx, ryx, rzx, rxy, ryy, rzy, rxz, ryz, rzz = rotation.flat
+    symmetric = np.array(
+        [
+            [rxx - ryy - rzz, 0, 0, 0],
+            [ryx + rxy, ryy - rxx - rzz, 0, 0],
+            [rzx + rxz, rzy + ryz, rzz - rxx - ryy, 0],
+            [ryz - rzy, rzx - rxz, rxy - ryx, rxx + ryy + rzz],
+        ]
+    ) / 3.0
+    eigenvalues, eigenvectors = np.linalg.eigh(symmetric)
+    qvec = eigenvectors[[3, 0, 1, 2], np.argmax(eigenvalues)]
+    return -qvec if qvec[0] < 0 else qvec
 
 
 def _spread_tracks(
