@@ -4,21 +4,19 @@ Training semantics (parameter groups, learning rates, gsplat ``DefaultStrategy``
 What changes:
 - the device follows the trainer (stock splatfacto calls ``.cuda()`` while building and rendering);
 - rendering goes through :mod:`odin_ns.rendering`: gsplat's CUDA rasterizer on GPU, the torch reference on CPU;
-- the random training background is drawn from a generator seeded by (step, rank), so re-running a unit (Odin's
-  validation) or running it on another schedule renders exactly the same image;
+- the random training background is drawn from a generator seeded by (step, training view), so re-running a unit
+  (Odin's validation) renders exactly the same image, whichever rank renders the view;
 - LPIPS is built lazily and reported as unavailable when its weights cannot be loaded;
 - the resolution warm-up stops halving at MIN_RENDER_LONG_SIDE pixels (below it densification runs away).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
 
 import torch
-import torch.distributed as dist
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.models.splatfacto import (
     RGB2SH,
@@ -44,8 +42,7 @@ class OdinSplatfactoModelConfig(SplatfactoModelConfig):
     renderer: RendererName = "auto"
     """gsplat (CUDA), reference (pure torch, any device), or auto: gsplat on CUDA, reference otherwise."""
     views_per_step: int = 1
-    """Views rendered per optimizer step over all ranks (set by the trainer). The schedules below count views, so
-    they are divided by it: the densification cadence per view seen stays splatfacto's whatever the batch."""
+    """Views rendered per optimizer step over all ranks, set with the schedules it divides by ``odin_ns.batch``."""
     densify_grad_thresh_without_absgrad: float = 0.0002
     """Densification threshold on the plain 2D mean gradient, used where absgrad is unavailable (reference renderer).
     0.0002 is the 3DGS/gsplat default for plain gradients; ``densify_grad_thresh`` (0.0008) is tuned for absgrad."""
@@ -58,16 +55,6 @@ densification splits every Gaussian whose radius exceeds ``split_screen_size`` (
 splats are about 3 px in radius; at 32x24 (the 128x96 demo scene at 1/4) that is 9% of the image, so every Gaussian
 splits at every refinement and the count runs away (3,381 -> 116,415 in 600 steps on the demo scene). 120 px keeps
 a 3 px splat at half the threshold."""
-
-VIEW_COUNTED_SCHEDULES = (
-    "warmup_length",
-    "refine_every",
-    "resolution_schedule",
-    "stop_split_at",
-    "stop_screen_size_at",
-    "sh_degree_interval",
-)
-
 
 def initial_gaussians(
     config: SplatfactoModelConfig, seed_points: Optional[Tuple[torch.Tensor, torch.Tensor]]
@@ -112,9 +99,6 @@ class OdinSplatfactoModel(SplatfactoModel):
     config: OdinSplatfactoModelConfig
 
     def populate_modules(self) -> None:
-        if self.config.views_per_step > 1:
-            per_step = {name: max(1, getattr(self.config, name) // self.config.views_per_step) for name in VIEW_COUNTED_SCHEDULES}
-            self.config = dataclasses.replace(self.config, **per_step)
         self.renderer = resolve_renderer(self.config.renderer, torch.device(self.kwargs.get("device", "cpu")))
         self.gauss_params = torch.nn.ParameterDict(self._initial_gaussians())
         self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
@@ -183,14 +167,14 @@ class OdinSplatfactoModel(SplatfactoModel):
             verbose=False,
         )
 
-    def _get_background_color(self) -> torch.Tensor:
-        """Training background: random per (step, rank) or the configured colour. ``self.background_color`` is the
-        viewer's (it overwrites it on rank 0 only), so training never reads it."""
+    def _background(self, camera: Cameras) -> torch.Tensor:
+        """Training background: random per (step, training view) or the configured colour. ``self.background_color``
+        is the viewer's (it overwrites it on rank 0 only), so training never reads it."""
         if self.config.background_color == "random":
             if not self.training:
                 return self.background_color.to(self.device)
-            rank = dist.get_rank() if dist.is_initialized() else 0
-            generator = torch.Generator().manual_seed(self.step * 65_537 + rank)
+            view = (camera.metadata or {}).get("cam_idx", 0)
+            generator = torch.Generator().manual_seed(self.step * 65_537 + view)
             return torch.rand(3, generator=generator).to(self.device)
         return FIXED_BACKGROUNDS[self.config.background_color].to(self.device)
 
@@ -277,7 +261,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         if self.training:
             self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
 
-        background = self._get_background_color()
+        background = self._background(camera)
         rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
         height, width = self.last_size
         if self.config.use_bilateral_grid and self.training and camera.metadata and "cam_idx" in camera.metadata:

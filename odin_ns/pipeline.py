@@ -1,10 +1,10 @@
 """OdinPipeline: nerfstudio's pipeline with Odin's runtime owning the gradient exchange (no DDP).
 
 Each training step is one task unit: this rank renders its views on private shadow views of the Gaussians, and the
-runtime (:mod:`odin_ns.runtime`) exchanges the gradients and publishes them with the selective Adam, synchronously
-(``sync``) or overlapped with the next unit (``quality-first``, ``throughput-first``). The model knows nothing of
-ranks: the pipeline hands it the shadow views to render from and answers the densification strategy's barrier (drain,
-reduce statistics, rebind).
+runtime (:mod:`odin_ns.runtime`) exchanges the gradients and publishes them, synchronously (``sync``) or overlapped
+with the next unit (``quality-first``, ``throughput-first``). The distributed context comes from the trainer and is
+handed to the datamanager and the runtime; the model knows nothing of ranks: the pipeline hands it the shadow views
+to render from and answers the densification strategy's barrier (``odin_ns.structural_barrier``).
 """
 
 from __future__ import annotations
@@ -14,76 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 import torch
-import torch.distributed as dist
-from nerfstudio.configs.base_config import PrintableConfig
 from nerfstudio.engine.optimizers import Optimizers
 from nerfstudio.models.splatfacto import get_viewmat
-from nerfstudio.pipelines.base_pipeline import VanillaPipeline, VanillaPipelineConfig
+from nerfstudio.pipelines.base_pipeline import Pipeline, VanillaPipeline, VanillaPipelineConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from odin_ns.runtime.executor import DrainingBarrier, OdinRuntime, RuntimeConfig
-from odin_ns.sync.gate import DelayLimits, ReaderSensitivity, pinhole_sensitivity
-
-GAUSSIAN_GROUPS = ("means", "scales", "quats", "features_dc", "features_rest", "opacities")
-
-
-@dataclass
-class OdinConfig(PrintableConfig):
-    """How the Gaussians' gradients are exchanged and published across ranks."""
-
-    mode: Literal["sync", "quality-first", "throughput-first", "no-exchange"] = "quality-first"
-    """sync: all-reduce then step every unit; quality-first: overlap a unit's exchange with the next unit when their
-    Gaussian scopes do not conflict (same result as sync); throughput-first: also admit bounded delayed reads;
-    no-exchange: measurement only (benchmarks' compute floor), every rank trains alone and replicas diverge."""
-    tau: float = 0.2
-    """throughput-first: largest admitted fraction of a unit's read scope whose update is still in flight."""
-    max_delay_pixels: float = 0.5
-    """throughput-first: largest screen displacement (pixels) a delayed read may skip of a Gaussian's centre."""
-    max_delay_opacity: float = 0.01
-    """throughput-first: largest opacity change a delayed read may skip."""
-    max_delay_param_step: float = 0.05
-    """throughput-first: largest skipped change of any other parameter (log-scale, quaternion, SH coefficient)."""
-    exchange: Literal["dense", "scoped", "auto"] = "dense"
-    """dense: all-reduce every row; scoped: only the rows some rank updated; auto: scoped when the scope is small.
-    Dense by default: the scoped exchange needs the update scope's size on the host before it can launch, a read
-    that stalls the GPU queue; on 2 H200s over NVLink that cost more than the bytes it saved (docs/results.md,
-    large-scene profile). Scoped pays where links are slow relative to the host."""
-    bucket_mb: float = 25.0
-    """Largest all-reduced bucket of gradient rows (every mode cuts the same buckets)."""
-    min_buckets: int = 8
-    """Cut the exchange into at least this many row ranges: the granularity at which a conflicting unit waits for
-    part of the previous unit's exchange. Every bucket is one more collective to launch and wait for."""
-    timeout_s: float = 600.0
-    """A rank waiting longer than this on a collective (a peer died or hung) exits with an error."""
-    fallback_after: int = 16
-    """quality-first/throughput-first: after this many windows in a row that overlapped nothing, run
-    ``fallback_units`` units on sync's path (skipping host work that cannot pay), then probe again; 0: never."""
-    fallback_units: int = 64
-    adam: Literal["selective", "dense"] = "selective"
-    """selective: Adam steps only Gaussians some view of the step saw (what makes update scopes well defined);
-    dense: stock splatfacto's Adam over every Gaussian (sync mode only), for comparison."""
-    scale_with_batch: bool = True
-    """Scale learning rates by sqrt(B), Adam betas to beta**B and count schedules in views, for B views per step
-    over all ranks; False keeps splatfacto's per-step values whatever the batch."""
-    profile_steps: int = 0
-    """Record this many steps with torch.profiler (CPU ops, and CUDA kernels on GPUs) into profile_rank{r}.json.gz
-    in the run directory, one file per rank, for ``odin-ns timeline``; 0: off (no profiler at all)."""
-    profile_start: int = 200
-    """First profiled step. Pick steps clear of evaluation and logging steps (their waits are not training)."""
-
-    def runtime_config(self) -> RuntimeConfig:
-        delay = DelayLimits(
-            tau=self.tau,
-            max_pixels=self.max_delay_pixels,
-            max_opacity=self.max_delay_opacity,
-            max_param_step=self.max_delay_param_step,
-        )
-        return RuntimeConfig(
-            mode="sync" if self.mode == "no-exchange" else self.mode,
-            exchange=self.exchange,
-            adam_rows=self.adam, bucket_bytes=int(self.bucket_mb * 2**20), min_buckets=self.min_buckets,
-            timeout_s=self.timeout_s, delay=delay, fallback_after=self.fallback_after, fallback_units=self.fallback_units
-        )
+from odin_ns.comm.context import DistContext
+from odin_ns.gaussians import GAUSSIAN_GROUPS
+from odin_ns.runtime.config import RuntimeConfig
+from odin_ns.runtime.executor import OdinRuntime
+from odin_ns.runtime.records import UnitRecord
+from odin_ns.runtime.replicas import digests
+from odin_ns.structural_barrier import DrainingBarrier
+from odin_ns.sync.gate import ReaderSensitivity, pinhole_sensitivity
 
 
 @dataclass
@@ -91,7 +34,11 @@ class OdinPipelineConfig(VanillaPipelineConfig):
     """Pipeline whose gradient exchange is Odin's runtime."""
 
     _target: Type = field(default_factory=lambda: OdinPipeline)
-    odin: OdinConfig = field(default_factory=OdinConfig)
+    odin: RuntimeConfig = field(default_factory=RuntimeConfig)
+    """How the Gaussians' gradients are exchanged and published across ranks."""
+    scale_with_batch: bool = True
+    """Scale learning rates by sqrt(B), Adam eps by 1/sqrt(B), betas to beta**B and count schedules in steps of B
+    views, for B views per step over all ranks (``odin_ns.batch``); False keeps splatfacto's per-step values."""
 
 
 class OdinPipeline(VanillaPipeline):
@@ -107,18 +54,39 @@ class OdinPipeline(VanillaPipeline):
         world_size: int = 1,
         local_rank: int = 0,
         grad_scaler: Optional[torch.cuda.amp.GradScaler] = None,
+        dist_context: Optional[DistContext] = None,
     ):
-        # world_size=1 keeps VanillaPipeline from wrapping the model in DDP: the runtime owns the exchange.
-        super().__init__(config, device, test_mode, world_size=1, local_rank=local_rank, grad_scaler=grad_scaler)
-        self.world_size = world_size
+        Pipeline.__init__(self)  # VanillaPipeline's own __init__ would wrap the model in DDP: the runtime exchanges
+        self.config = config
+        self.test_mode = test_mode
+        self.context = dist_context or DistContext.single(device, config.odin.timeout_s)
+        """Ranks and collectives (``ns-eval`` and the viewer load a pipeline without one: a single process)."""
+        self.world_size = self.context.world_size
+        self.datamanager = config.datamanager.setup(
+            device=device, test_mode=test_mode, world_size=self.world_size, local_rank=local_rank,
+            dist_context=self.context,
+        )
+        metadata = getattr(self.datamanager, "train_dataparser_outputs", None)
+        metadata = metadata.metadata if metadata is not None else {}
+        seed_points = (metadata["points3D_xyz"], metadata["points3D_rgb"]) if "points3D_xyz" in metadata else None
+        self.datamanager.to(device)
+        assert self.datamanager.train_dataset is not None, "Missing input dataset"
+        self._model = config.model.setup(
+            scene_box=self.datamanager.train_dataset.scene_box,
+            num_train_data=len(self.datamanager.train_dataset),
+            metadata=self.datamanager.train_dataset.metadata,
+            device=device,
+            grad_scaler=grad_scaler,
+            seed_points=seed_points,
+        )
+        self.model.to(device)
         self.runtime: Optional[OdinRuntime] = None
-        self._optimizers: Optional[Optimizers] = None
-        self._records_read = 0
 
     # ------------------------------------------------------------------------------------------------- training
 
     def train_unit(self, step: int, optimizers: Optimizers) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
-        """Render, backpropagate and hand this rank's unit to the runtime; returns (loss, loss dict, metrics)."""
+        """Render, backpropagate and hand this rank's unit to the runtime, then step the dense groups (camera
+        optimizer, bilateral grid) with their gradients averaged over ranks; returns (loss, loss dict, metrics)."""
         runtime = self._runtime(optimizers)
         camera, batch = self.datamanager.next_train(step)
         results: Dict[str, Dict[str, Any]] = {}
@@ -145,33 +113,47 @@ class OdinPipeline(VanillaPipeline):
             return pinhole_sensitivity(means, viewmats, camera.get_intrinsics_matrices().to(means.device))
 
         loss = runtime.run_unit(step, compute, read_scope, sensitivity)
-        self._step_shared_groups(optimizers)
+        for group in optimizers.parameters:
+            if group not in GAUSSIAN_GROUPS:
+                optimizers.optimizer_step(group)
         return loss, results["losses"], results["metrics"]
 
     def drain(self) -> None:
-        """Publish every in-flight unit on every rank (collective): before checkpoints and at the end of training."""
+        """Publish every in-flight unit on every rank (collective): before evaluation, checkpoints and the end."""
         if self.runtime is not None:
             self.runtime.drain()
 
+    def take_unit_records(self) -> List[UnitRecord]:
+        """Records of the units published since the last call (reading them waits for the GPU: call at logging
+        steps); the runtime forgets them."""
+        return self.runtime.stats.take() if self.runtime is not None else []
+
+    def state_digests(self, optimizers: Optimizers) -> Dict[str, str]:
+        """SHA-256 of every tensor of the model and of the optimizers' state (moments and step counts), by name."""
+        tensors = {f"model.{name}": tensor for name, tensor in self.model.state_dict().items()}
+        for group, optimizer in optimizers.optimizers.items():
+            for index, param in enumerate(optimizer.param_groups[0]["params"]):
+                for key, value in optimizer.state.get(param, {}).items():
+                    if isinstance(value, torch.Tensor):
+                        tensors[f"optimizer.{group}.{index}.{key}"] = value
+        return digests(tensors)
+
     def _runtime(self, optimizers: Optimizers) -> OdinRuntime:
         if self.runtime is None:
-            if not dist.is_initialized():  # a single process: a one-rank group keeps one code path
-                on_cuda = self.device.type == "cuda"
-                dist.init_process_group(
-                    "nccl" if on_cuda else "gloo",
-                    store=dist.HashStore(),
-                    rank=0,
-                    world_size=1,
-                    device_id=self.device if on_cuda else None,
-                )
-            self._optimizers = optimizers
             self._start_from_rank0_gaussians()
-            config = self.config.odin.runtime_config()
-            if dist.get_world_size() == 1 and config.mode != "sync":
-                CONSOLE.log(f"one rank: nothing to overlap, {self.config.odin.mode} runs as sync")
+            config = self.config.odin
+            if self.context.world_size == 1 and config.overlapped:
+                CONSOLE.log(f"one rank: nothing to overlap, {config.mode} runs as sync")
                 config = dataclasses.replace(config, mode="sync")
-            self.runtime = OdinRuntime(
-                self.model.gauss_params, self._gaussian_optimizers(), config, group=self._exchange_group()
+            gaussian_optimizers = {name: optimizers.optimizers[name] for name in GAUSSIAN_GROUPS}
+            dense_params = [
+                param for group, params in optimizers.parameters.items() if group not in GAUSSIAN_GROUPS for param in params
+            ]
+            self.runtime = config.setup(
+                params=self.model.gauss_params,
+                optimizers=gaussian_optimizers,
+                context=self.context,
+                dense_params=dense_params,
             )
             self.model.strategy.barrier = DrainingBarrier(self.runtime)
         return self.runtime
@@ -180,41 +162,4 @@ class OdinPipeline(VanillaPipeline):
     def _start_from_rank0_gaussians(self) -> None:
         """Every rank starts from rank 0's Gaussians, as DDP starts from rank 0's weights: nerfstudio's launcher
         seeds each rank differently (seed + rank), so random initialisations (splatfacto's quaternions) differ."""
-        if dist.get_world_size() > 1:
-            for param in self.model.gauss_params.values():
-                dist.broadcast(param.data, src=0)
-
-    def _exchange_group(self) -> Optional[dist.ProcessGroup]:
-        """The ranks this rank exchanges with: all of them, or (no-exchange) only itself."""
-        if self.config.odin.mode != "no-exchange":
-            return None
-        singletons = [dist.new_group([rank]) for rank in range(dist.get_world_size())]  # every rank creates each
-        return singletons[dist.get_rank()]
-
-    def _gaussian_optimizers(self) -> Dict[str, torch.optim.Optimizer]:
-        assert self._optimizers is not None
-        return {name: self._optimizers.optimizers[name] for name in GAUSSIAN_GROUPS}
-
-    def _step_shared_groups(self, optimizers: Optimizers) -> None:
-        """Non-Gaussian groups (camera optimizer, bilateral grid): small, averaged densely and stepped every unit."""
-        for group, params in optimizers.parameters.items():
-            if group in GAUSSIAN_GROUPS:
-                continue
-            if self.world_size > 1:
-                for param in params:
-                    if param.grad is not None:
-                        dist.all_reduce(param.grad)
-                        param.grad /= self.world_size
-            optimizers.optimizer_step(group)
-
-    def new_unit_records(self) -> List[Dict[str, Any]]:
-        """Runtime records of the units published since the last call, as JSON-able dicts.
-
-        Converting a record reads its device counters and CUDA event timings, which waits for the GPU: callers batch
-        it at logging steps rather than after every unit.
-        """
-        if self.runtime is None:
-            return []
-        records = self.runtime.stats.records[self._records_read :]
-        self._records_read += len(records)
-        return [record.as_dict() for record in records]
+        self.context.broadcast_([param.data for param in self.model.gauss_params.values()], "rank 0's Gaussians")

@@ -1,4 +1,4 @@
-"""A torch.profiler window over a few training steps, one Chrome trace per rank (``--pipeline.odin.profile-steps``).
+"""A torch.profiler window over a few training steps, one Chrome trace per rank (``--profile-steps``).
 
 Why: the overlap of unit t's gradient exchange with unit t+1's rendering is a claim about GPU streams, which only a
 kernel timeline shows. The trainer builds a :class:`ProfileWindow` only when profiling is asked for, so training
@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 import torch
-import torch.distributed as dist
 from nerfstudio.utils.rich_utils import CONSOLE
 
 T = TypeVar("T")
@@ -29,10 +28,10 @@ def trace_path(directory: Path, rank: int) -> Path:
 class ProfileWindow:
     """Profiles steps ``start`` .. ``start + steps - 1`` (the first of them seen, when resuming mid-window)."""
 
-    def __init__(self, start: int, steps: int, directory: Path) -> None:
+    def __init__(self, start: int, steps: int, directory: Path, rank: int) -> None:
         if steps <= 0:
             raise ValueError(f"a profile window needs at least one step, got {steps}")
-        self.start, self.stop, self.directory = start, start + steps, Path(directory)
+        self.start, self.stop, self.directory, self.rank = start, start + steps, Path(directory), rank
         self._profiler: Optional[torch.profiler.profile] = None
         self.written: Optional[Path] = None
 
@@ -64,9 +63,8 @@ class ProfileWindow:
         if torch.cuda.is_available():
             torch.cuda.synchronize()  # let the window's last kernels finish so their records are collected
         self._profiler.stop()
-        rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = trace_path(self.directory, rank)
+        path = trace_path(self.directory, self.rank)
         self._profiler.export_chrome_trace(str(path))
         self._profiler = None
         self.written = path

@@ -1,39 +1,41 @@
 """OdinTrainer: nerfstudio's Trainer, launched by ns-train or torchrun, training through OdinPipeline.
 
 What it adds to nerfstudio's Trainer:
-- under torchrun (RANK/WORLD_SIZE/LOCAL_RANK set, ns-train launched once per process) it joins the process group
-  itself (NCCL on GPUs, gloo on CPU) and takes LOCAL_RANK for its device, viewer and logging decisions;
+- it builds the run's one distributed context (``odin_ns.comm.context.DistContext``) and hands it to the pipeline:
+  under torchrun (ns-train launched once per process) it joins the process group itself (NCCL on GPUs, gloo on CPU),
+  under nerfstudio's launcher it takes the group that launcher made, alone it needs none;
 - it falls back to the CPU when CUDA is unavailable (the device follows the machine);
-- a step is one Odin task unit of B = world_size views; with ``--pipeline.odin.scale-with-batch`` (default) learning
-  rates scale by sqrt(B), Adam betas become beta**B and the model's schedules count views (Grendel-GS's rules);
-- checkpoints are written after draining in-flight units on every rank, with plain Python numbers where nerfstudio
-  1.1.5 leaves ``numpy.float64`` learning rates (torch >= 2.6 loads with ``weights_only=True`` and refuses those);
-- per-unit runtime statistics go to ``odin_units.jsonl`` (rank 0; ``odin_units_rank{r}.jsonl`` for the others) in the
-  run directory and to nerfstudio's writers;
-- with ``--pipeline.odin.profile-steps N`` it records steps ``profile-start`` .. +N-1 with torch.profiler into
+- a step is one Odin task unit of B = world size views, with the batch rules of ``odin_ns.batch``;
+- evaluation, checkpoints and the end of training first drain the units in flight on every rank, so they see sync's
+  parameters; checkpoints hold plain Python numbers where nerfstudio 1.1.5 leaves ``numpy.float64`` learning rates
+  (torch >= 2.6 loads with ``weights_only=True`` and refuses those);
+- per-unit runtime records go to ``odin_units.jsonl`` (rank 0; ``odin_units_rank{r}.jsonl`` for the others) in the
+  run directory and to nerfstudio's writers; at the end each rank writes ``state_digest_rank{r}.json``, SHA-256 of
+  every tensor of its model and optimizer state, to compare ranks and runs bit for bit;
+- with ``--profile-steps N`` it records steps ``--profile-start`` .. +N-1 with torch.profiler into
   ``profile_rank{r}.json.gz`` per rank (:mod:`odin_ns.profiling`), the input of ``odin-ns timeline``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import os
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Type
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from nerfstudio.engine.trainer import TRAIN_INTERATION_OUTPUT, Trainer, TrainerConfig
-from nerfstudio.utils import comms, writer
+from nerfstudio.utils import writer
+from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from odin_ns.comm.process_group import init_from_env
+from odin_ns.batch import scale_for_batch
+from odin_ns.comm.context import DistContext
 from odin_ns.pipeline import OdinPipelineConfig
-from odin_ns.runtime.stats import unit_log
+from odin_ns.runtime.records import unit_log, write_unit_log
 
 
 def to_python_scalars(value: Any) -> Any:
@@ -52,11 +54,21 @@ def launched_by_torchrun() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "LOCAL_RANK" in os.environ
 
 
+def state_digest_path(run_dir: Path, rank: int) -> Path:
+    """Where rank ``rank`` writes the digests of its final state."""
+    return Path(run_dir) / f"state_digest_rank{rank}.json"
+
+
 @dataclass
 class OdinTrainerConfig(TrainerConfig):
     """Trainer configuration of odin-splatfacto."""
 
     _target: Type = field(default_factory=lambda: OdinTrainer)
+    profile_steps: int = 0
+    """Record this many steps with torch.profiler (CPU ops, and CUDA kernels on GPUs) into profile_rank{r}.json.gz
+    in the run directory, one file per rank, for ``odin-ns timeline``; 0: off (no profiler at all)."""
+    profile_start: int = 200
+    """First profiled step. Pick steps clear of evaluation and logging steps (their waits are not training)."""
 
 
 class OdinTrainer(Trainer):
@@ -70,32 +82,46 @@ class OdinTrainer(Trainer):
         if config.machine.device_type == "cuda" and not torch.cuda.is_available():
             CONSOLE.log("CUDA is not available: training on the CPU")
             config.machine.device_type = "cpu"
-        if launched_by_torchrun() and world_size == 1:
-            backend = "nccl" if config.machine.device_type == "cuda" else "gloo"
-            context = init_from_env(timeout_s=config.pipeline.odin.timeout_s, backend=backend)
-            local_rank, world_size = context.local_rank, context.world_size
-            self._share_run_directory(config)
-        elif torch.cuda.is_available() and config.machine.device_type == "cuda":
-            torch.cuda.set_device(local_rank)
-        self._apply_batch_scaling(config, views_per_step=world_size)
-        super().__init__(config, local_rank, world_size)
+        self.context = self._distributed_context(config, local_rank, world_size)
+        if self.context.world_size > 1 and launched_by_torchrun():
+            self._share_run_directory(config, self.context)
+        if config.pipeline.scale_with_batch and self.context.world_size > 1:
+            views = self.context.world_size
+            config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, views)
+            CONSOLE.log(f"{views} views per step: learning rates x sqrt({views}), Adam eps / sqrt({views}), "
+                        f"betas ** {views}, schedules counted in steps of {views} views")
+        super().__init__(config, self.context.local_rank, self.context.world_size)
         self._profile_window = None  # built only when asked for: training without it never touches the profiler
-        odin = config.pipeline.odin
-        if odin.profile_steps > 0:
+        if config.profile_steps > 0:
             from odin_ns.profiling import ProfileWindow
 
-            self._profile_window = ProfileWindow(odin.profile_start, odin.profile_steps, self.base_dir)
+            self._profile_window = ProfileWindow(
+                config.profile_start, config.profile_steps, self.base_dir, self.context.rank
+            )
 
     @staticmethod
-    def _share_run_directory(config: OdinTrainerConfig) -> None:
+    def _distributed_context(config: OdinTrainerConfig, local_rank: int, world_size: int) -> DistContext:
+        """The run's ranks: joined from torchrun's environment, taken from nerfstudio's launcher, or alone."""
+        on_cuda = config.machine.device_type == "cuda"
+        timeout_s = config.pipeline.odin.timeout_s
+        if launched_by_torchrun() and world_size == 1:
+            return DistContext.from_torchrun(timeout_s, backend="nccl" if on_cuda else "gloo")
+        if on_cuda:
+            torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank) if on_cuda else torch.device("cpu")
+        if world_size > 1:
+            return DistContext.joined(local_rank, device, timeout_s)
+        return DistContext.single(device, timeout_s)
+
+    @staticmethod
+    def _share_run_directory(config: OdinTrainerConfig, context: DistContext) -> None:
         """Under torchrun every rank parsed the command line and saved config.yml under its own timestamp: all ranks
         take rank 0's run directory, and a rank's stray one (holding only that config.yml) is removed."""
         own_directory = config.get_base_dir()
-        shared = [config.timestamp]
-        dist.broadcast_object_list(shared, src=0)
-        if shared[0] == config.timestamp:
+        shared = context.broadcast_object(config.timestamp, "run directory of rank 0")
+        if shared == config.timestamp:
             return
-        config.timestamp = shared[0]
+        config.timestamp = shared
         try:  # several ranks may share one stray directory
             if all(path.name == "config.yml" for path in own_directory.iterdir()):
                 shutil.rmtree(own_directory, ignore_errors=True)
@@ -103,7 +129,14 @@ class OdinTrainer(Trainer):
             pass
 
     def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
-        super().setup(test_mode)
+        """nerfstudio's setup, with the distributed context handed to the pipeline it builds."""
+        pipeline_config = self.config.pipeline
+        build_pipeline = pipeline_config.setup
+        pipeline_config.setup = lambda **kwargs: build_pipeline(**kwargs, dist_context=self.context)
+        try:
+            super().setup(test_mode)
+        finally:
+            del pipeline_config.setup  # back to the class's method: the config stays plain data
         self._bind_optimizers_to_model_tensors()
 
     def _bind_optimizers_to_model_tensors(self) -> None:
@@ -122,25 +155,6 @@ class OdinTrainer(Trainer):
                     if old in optimizer.state:
                         optimizer.state[new] = optimizer.state.pop(old)
             self.optimizers.parameters[group] = params
-
-    @staticmethod
-    def _apply_batch_scaling(config: OdinTrainerConfig, views_per_step: int) -> None:
-        """Grendel-GS's batch rules for B views per step: lr * sqrt(B), beta ** B, schedules counted in views."""
-        if views_per_step == 1 or not config.pipeline.odin.scale_with_batch:
-            return
-        for group in config.optimizers.values():
-            optimizer = group["optimizer"]
-            optimizer.lr *= math.sqrt(views_per_step)
-            if hasattr(optimizer, "betas"):
-                optimizer.betas = tuple(beta**views_per_step for beta in optimizer.betas)
-            scheduler = group["scheduler"]
-            if scheduler is not None:
-                scheduler.lr_final *= math.sqrt(views_per_step)
-                scheduler.max_steps = max(1, scheduler.max_steps // views_per_step)
-                scheduler.warmup_steps = scheduler.warmup_steps // views_per_step
-        config.pipeline.model = dataclasses.replace(config.pipeline.model, views_per_step=views_per_step)
-        CONSOLE.log(f"{views_per_step} views per step: learning rates x{math.sqrt(views_per_step):.3g}, "
-                    f"Adam betas ** {views_per_step}, densification schedule counted in views")
 
     def train_iteration(self, step: int) -> TRAIN_INTERATION_OUTPUT:
         """One Odin task unit: the pipeline computes, exchanges and publishes; then the schedulers step."""
@@ -163,29 +177,40 @@ class OdinTrainer(Trainer):
         GPU."""
         if not force and step % self.config.logging.steps_per_log != 0:
             return
-        records = self.pipeline.new_unit_records()
+        records = self.pipeline.take_unit_records()
         if not records:
             return
-        with open(unit_log(self.base_dir, comms.get_rank()), "a") as log:
-            log.writelines(json.dumps(record) + "\n" for record in records)
-        if not comms.is_main_process():
+        write_unit_log(unit_log(self.base_dir, self.context.rank), records)
+        if not self.context.is_main:
             return
-        for key, value in records[-1].items():
+        for key, value in records[-1].to_json().items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 writer.put_scalar(name=f"Odin/{key}", scalar=value, step=step)
 
+    def eval_iteration(self, step: int) -> None:
+        """nerfstudio's evaluation, after the units in flight are published: it sees sync's parameters."""
+        config = self.config
+        evaluates = config.is_wandb_enabled() or config.is_tensorboard_enabled() or config.is_comet_enabled()
+        due = (config.steps_per_eval_batch, config.steps_per_eval_image, config.steps_per_eval_all_images)
+        if evaluates and any(step_check(step, every) for every in due):
+            self.pipeline.drain()
+        super().eval_iteration(step)
+
     def _after_train(self) -> None:
-        """Training that ends inside the profile window still writes its trace (before the final checkpoint)."""
+        """Training that ends inside the profile window still writes its trace (before the final checkpoint); after
+        it, every rank records the digests of its final state."""
         if self._profile_window is not None:
             self._profile_window.close()
         super()._after_train()
+        digests = self.pipeline.state_digests(self.optimizers)
+        state_digest_path(self.base_dir, self.context.rank).write_text(json.dumps(digests, indent=1, sort_keys=True))
 
     def save_checkpoint(self, step: int) -> None:
         """Drain in-flight units on every rank, then (main process) write a weights_only-loadable checkpoint."""
         with self.train_lock:  # the viewer renders under this lock: never a half-published state
             self.pipeline.drain()
         self._log_units(step, force=True)
-        if not comms.is_main_process():
+        if not self.context.is_main:
             return
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         checkpoint_path = self.checkpoint_dir / f"step-{step:09d}.ckpt"

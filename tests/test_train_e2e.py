@@ -41,7 +41,7 @@ def test_resume_from_checkpoint_continues(tiny_scene: Path, tmp_path: Path):
     (continued,) = (resumed / "nerfstudio_models").glob("*.ckpt")
     before, after = (torch.load(path, map_location="cpu")["pipeline"] for path in (saved, continued))
     assert torch.load(continued, map_location="cpu")["step"] == 79  # nerfstudio runs max-num-iterations more steps
-    assert min(unit["unit_id"] for unit in unit_records(resumed)) == 40
+    assert min(unit.unit_id for unit in unit_records(resumed)) == 40
     for name in ("means", "features_dc", "opacities"):
         key = f"_model.gauss_params.{name}"
         assert before[key].shape == after[key].shape

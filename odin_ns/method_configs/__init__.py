@@ -9,20 +9,21 @@ from nerfstudio.plugins.types import MethodSpecification
 
 from odin_ns.data.datamanager import OdinDataManagerConfig
 from odin_ns.data.dataparser import OdinDataParserConfig
+from odin_ns.gaussians import GAUSSIAN_GROUPS
 from odin_ns.model import OdinSplatfactoModelConfig
-from odin_ns.optim import SelectiveAdamOptimizerConfig
-from odin_ns.pipeline import GAUSSIAN_GROUPS, OdinPipelineConfig
+from odin_ns.optim import ScopedAdamOptimizerConfig
+from odin_ns.pipeline import OdinPipelineConfig
 from odin_ns.trainer import OdinTrainerConfig
 
 METHOD_NAME = "odin-splatfacto"
 
 
 def gaussian_optimizers(max_steps: int) -> dict:
-    """splatfacto's per-group learning rates and schedules; the Gaussians' groups use the visibility-masked Adam."""
+    """splatfacto's per-group learning rates and schedules; the Gaussians' groups use ScopedAdam."""
 
     def adam(lr: float, name: str = "") -> AdamOptimizerConfig:
         if name in GAUSSIAN_GROUPS:
-            return SelectiveAdamOptimizerConfig(lr=lr, eps=1e-15)
+            return ScopedAdamOptimizerConfig(lr=lr, eps=1e-15)
         return AdamOptimizerConfig(lr=lr, eps=1e-15)
 
     return {

@@ -1,0 +1,46 @@
+"""Batch scaling: the one place that adapts splatfacto's per-view hyperparameters to B views per optimizer step.
+
+A step of Odin trains B = world size x views per rank views at once. Grendel-GS's rules keep the trajectory of
+per-view training: learning rates x sqrt(B), Adam's eps / sqrt(B) and betas ** B (B steps of momentum decay in
+one), learning-rate schedules and the model's view-counted schedules (densification cadence, resolution warm-up,
+SH degree) counted in steps of B views.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+VIEW_COUNTED_SCHEDULES = (
+    "warmup_length",
+    "refine_every",
+    "resolution_schedule",
+    "stop_split_at",
+    "stop_screen_size_at",
+    "sh_degree_interval",
+)
+"""Splatfacto model settings counted in training steps of one view."""
+
+
+def scale_for_batch(optimizers: dict[str, dict[str, Any]], model_config: Any, views_per_step: int) -> Any:
+    """Scale nerfstudio's ``optimizers`` config (in place) for ``views_per_step`` views per step; return the model
+    config with its view-counted schedules divided (and ``views_per_step`` set). B = 1 changes nothing."""
+    if views_per_step == 1:
+        return model_config
+    root = math.sqrt(views_per_step)
+    for group in optimizers.values():
+        optimizer = group["optimizer"]
+        optimizer.lr *= root
+        if hasattr(optimizer, "eps"):
+            optimizer.eps /= root
+        if hasattr(optimizer, "betas"):
+            optimizer.betas = tuple(beta**views_per_step for beta in optimizer.betas)
+        scheduler = group["scheduler"]
+        if scheduler is not None:
+            if scheduler.lr_final is not None:
+                scheduler.lr_final *= root
+            scheduler.max_steps = max(1, scheduler.max_steps // views_per_step)
+            scheduler.warmup_steps = scheduler.warmup_steps // views_per_step
+    per_step = {name: max(1, getattr(model_config, name) // views_per_step) for name in VIEW_COUNTED_SCHEDULES}
+    return dataclasses.replace(model_config, views_per_step=views_per_step, **per_step)
