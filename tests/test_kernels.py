@@ -2,7 +2,7 @@
 
 The torch fallback always runs. The Triton kernels run on CUDA when present and, in CI, on CPU through Triton's
 interpreter: ``test_triton_kernels_under_interpreter`` re-runs the Triton cases of this file and of
-test_selective_adam.py in a subprocess with ``TRITON_INTERPRET=1`` (it must be set before triton is imported, so it
+test_scoped_adam.py in a subprocess with ``TRITON_INTERPRET=1`` (it must be set before triton is imported, so it
 cannot be toggled inside this process).
 """
 
@@ -208,7 +208,7 @@ def test_triton_kernels_under_interpreter():
     """Run the Triton cases of the kernel and optimizer tests through Triton's interpreter (CI's GPU code path)."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}  # the interpreter runs on CPU tensors
     env.pop(BACKEND_ENV_VAR, None)
-    test_files = [__file__, str(Path(__file__).with_name("test_selective_adam.py"))]
+    test_files = [__file__, str(Path(__file__).with_name("test_scoped_adam.py"))]
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_files, "-k", "triton"],
         env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent, timeout=600,

@@ -7,11 +7,15 @@ from datetime import timedelta
 import pytest
 import torch
 
-from odin_ns.comm.exchange import RowBuckets, all_reduce_statistics, pack_rows, unpack_rows
+from odin_ns.comm.collectives import RowBuckets, all_reduce_statistics, pack_rows, unpack_rows
+from odin_ns.comm.context import DistContext
 from odin_ns.comm.process_group import read_torchrun_env
 from odin_ns.kernels import bitmap_to_mask, pack_bitmap
-from odin_ns.runtime.executor import RuntimeConfig
+from odin_ns.runtime.config import RuntimeConfig
+from odin_ns.runtime.executor import OdinRuntime, consecutive_runs
+from odin_ns.runtime.optimizer import ScopedAdam
 from odin_ns.runtime.shadow import shadow_views, staged_gradients
+from odin_ns.sync.gate import DelayLimits
 from odin_ns.sync.hazards import (
     HazardError,
     QualityFirstPolicy,
@@ -56,13 +60,41 @@ def test_union_over_ranks_is_the_or_of_the_rank_scopes():
 def test_quality_first_publishes_exactly_the_buckets_holding_conflicting_rows():
     ranges = RowBuckets(NUM_ROWS, 256).ranges
     update = scope([10, 300, 301, 600, 900])
-    read = scope([11, 300, 900, 950])
+    read = torch.stack([scope([11, 300, 900, 950])])
     hazards = WindowHazards.from_device(raw_exposure(update, read, ranges))
-    assert hazards == WindowHazards(conflict_rows=(0, 1, 0, 1), update_rows=(1, 2, 1, 1))
+    assert hazards == WindowHazards(
+        conflict_rows=(0, 1, 0, 1),
+        update_rows=(1, 2, 1, 1),
+        read_rows=4,
+        rank_conflict_rows=((0, 1, 0, 1),),
+        rank_read_rows=(4,),
+    )
     assert hazards.raw
     assert QualityFirstPolicy().buckets_to_publish_first(hazards) == [1, 3]
-    disjoint = WindowHazards.from_device(raw_exposure(update, scope([11, 12]), ranges))
+    disjoint = WindowHazards.from_device(raw_exposure(update, torch.stack([scope([11, 12])]), ranges))
     assert not disjoint.raw and QualityFirstPolicy().buckets_to_publish_first(disjoint) == []
+
+
+def test_raw_exposure_counts_each_reading_rank_and_their_union():
+    """Two ranks reading overlapping rows: a row of counts for each rank, one for the union of their reads (a row both
+    read counts once) and one for the update. The per-rank rows are what tau bounds: a rank reading few rows may read
+    a larger share of them stale than the union's counts show."""
+    ranges = RowBuckets(NUM_ROWS, 256).ranges
+    update = scope([10, 300, 301, 600, 900])
+    reads = torch.stack([scope([10, 11, 300]), scope([300, 301, 900, 950])])
+    exposure = raw_exposure(update, reads, ranges)
+    assert exposure.dtype == torch.int64
+    assert exposure.tolist() == [
+        [1, 1, 0, 0, 3],  # rank 0: conflicts per bucket, then |read|
+        [0, 2, 0, 1, 4],  # rank 1
+        [1, 2, 0, 1, 6],  # union of the reads: row 300 once
+        [1, 2, 1, 1, 0],  # |update| per bucket
+    ]
+    hazards = WindowHazards.from_device(exposure)
+    assert hazards.conflict_rows == (1, 2, 0, 1) and hazards.read_rows == 6
+    assert hazards.rank_conflict_rows == ((1, 1, 0, 0), (0, 2, 0, 1)) and hazards.rank_read_rows == (3, 4)
+    assert hazards.delayed_share([3]) == 0.25
+    assert hazards.delayed_share([1, 3]) == 0.75  # rank 1's share; the union's would be 3 / 6
 
 
 def test_stale_reads_count_only_rows_published_after_the_unit_ran():
@@ -141,6 +173,14 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         RuntimeConfig(mode="hogwild")
     with pytest.raises(ValueError, match="exchange must be one of"):
         RuntimeConfig(exchange="sparse")
+    with pytest.raises(ValueError, match="'dense' without overlap"):
+        RuntimeConfig(mode="quality-first", adam="dense")
+    with pytest.raises(ValueError, match="bucket_mb must be positive"):
+        RuntimeConfig(bucket_mb=0)
+    with pytest.raises(ValueError, match="min_buckets"):
+        RuntimeConfig(min_buckets=0)
+    with pytest.raises(ValueError, match="tau must be within"):
+        RuntimeConfig(delay=DelayLimits(tau=1.5))
     with pytest.raises(ValueError, match="missing torchrun environment variable"):
         read_torchrun_env({"RANK": "0", "WORLD_SIZE": "2"})
     assert read_torchrun_env(
@@ -152,8 +192,17 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         all_reduce_statistics({"count": torch.zeros(3)}, {"count": "mean"}, timedelta(seconds=1))
 
 
-def test_buckets_publish_in_runs_of_consecutive_ranges():
-    from odin_ns.runtime.executor import consecutive_runs
+def test_runtime_config_sets_up_the_runtime_it_describes():
+    """nerfstudio's ``InstantiateConfig`` protocol, which the pipeline's ``--pipeline.odin.*`` relies on: ``setup``
+    builds the runtime around the config itself and the caller's parameters, optimizers and context."""
+    config = RuntimeConfig(mode="sync", bucket_mb=1.5)
+    assert config.bucket_bytes == 3 * 2**19 and not config.overlapped and RuntimeConfig().overlapped
+    params = {name: torch.nn.Parameter(torch.zeros(NUM_ROWS, 3)) for name in ("means", "colors")}
+    optimizers = {name: ScopedAdam([param]) for name, param in params.items()}
+    runtime = config.setup(params=params, optimizers=optimizers, context=DistContext.single("cpu"))
+    assert isinstance(runtime, OdinRuntime) and runtime.config is config and runtime.num_rows == NUM_ROWS
 
+
+def test_buckets_publish_in_runs_of_consecutive_ranges():
     assert consecutive_runs([3, 0, 1, 5, 6, 7]) == [[0, 1], [3], [5, 6, 7]]
     assert consecutive_runs([]) == []

@@ -23,13 +23,14 @@ import sys
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 import tyro
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from odin_ns.comm.context import DistContext, torchrun_context
 from odin_ns.gaussians import GAUSSIAN_COLUMNS
-from odin_ns.runtime.config import Exchange, Mode
+from odin_ns.runtime.config import Exchange, Mode, RuntimeConfig
+from odin_ns.runtime.optimizer import ScopedAdam
 
 CONFIGURATIONS: list[tuple[Mode, Exchange]] = [("sync", "dense"), ("quality-first", "dense"), ("sync", "scoped"),
                                                ("quality-first", "scoped"), ("throughput-first", "scoped")]
@@ -110,34 +111,36 @@ def _count_kernel_calls_as_launches(counter: _OpCounter) -> None:
 
 
 def _rank(rank: int, port: int, command: HostOpsCommand, queue) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    """One of the two spawned ranks: joins the group as torchrun's ranks do (its environment), so the runtime gets
+    the same ``DistContext`` as in training."""
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank)
+    )
     torch.set_num_threads(1)
-    for module in ("odin_ns.optim", "odin_ns.pipeline"):  # the kernels' callers, loaded before their imports are wrapped
-        importlib.import_module(module)
+    # Every runtime module that calls the kernels, loaded before their imports are wrapped (RuntimeConfig imports the
+    # runtime only when it builds one).
+    importlib.import_module("odin_ns.runtime.executor")
 
     counter = _OpCounter()
     _count_kernel_calls_as_launches(counter)
     configurations = []
-    for mode, exchange in CONFIGURATIONS:
-        ops, collectives = _count(command, mode, exchange, counter)
-        configurations.append({"mode": mode, "exchange": exchange, "ops_per_unit": statistics.median(ops),
-                               "collectives_per_unit": statistics.median(collectives)})
+    with torchrun_context(backend="gloo") as context:
+        for mode, exchange in CONFIGURATIONS:
+            ops, collectives = _count(command, mode, exchange, counter, context)
+            configurations.append({"mode": mode, "exchange": exchange, "ops_per_unit": statistics.median(ops),
+                                   "collectives_per_unit": statistics.median(collectives)})
     queue.put({"rank": rank, "configurations": configurations})
-    dist.destroy_process_group()
 
 
-def _count(command: HostOpsCommand, mode: str, exchange: str, counter: _OpCounter) -> tuple[list[int], list[int]]:
+def _count(
+    command: HostOpsCommand, mode: Mode, exchange: Exchange, counter: _OpCounter, context: DistContext
+) -> tuple[list[int], list[int]]:
     """Per-unit operation counts of one configuration on this rank."""
-    from odin_ns.optim import SelectiveAdam
-    from odin_ns.pipeline import OdinConfig
-    from odin_ns.runtime.executor import OdinRuntime
-
     generator = torch.Generator().manual_seed(0)
     params = {name: torch.randn((command.rows, *shape), generator=generator) for name, shape in GAUSSIAN_COLUMNS.items()}
-    optimizers = {name: SelectiveAdam([param], lr=1e-3) for name, param in params.items()}
-    config = OdinConfig(mode=mode, exchange=exchange, min_buckets=command.min_buckets).runtime_config()
-    runtime = OdinRuntime(params, optimizers, config)
+    optimizers = {name: ScopedAdam([param], lr=1e-3) for name, param in params.items()}
+    config = RuntimeConfig(mode=mode, exchange=exchange, min_buckets=command.min_buckets)
+    runtime = config.setup(params=params, optimizers=optimizers, context=context)
     seen = int(command.rows * command.visible_fraction)
     half = command.rows // 2
 
@@ -147,7 +150,7 @@ def _count(command: HostOpsCommand, mode: str, exchange: str, counter: _OpCounte
         if unit % command.conflict_every == 0 and unit > 0:
             first = 0 if (unit - 1) % 2 == 0 else half
         mask = torch.zeros(command.rows, dtype=torch.bool)
-        mask[first + dist.get_rank() * seen // 2 : first + (dist.get_rank() + 1) * seen // 2] = True
+        mask[first + context.rank * seen // 2 : first + (context.rank + 1) * seen // 2] = True
         return mask
 
     def unit_functions(unit: int):
