@@ -6,7 +6,7 @@ Gaussian lives, the projected Gaussians are exchanged all-to-all to the ranks wh
 flow back the same way; each rank then steps Adam on its shard only, so there is no gradient all-reduce at all.
 
 Driven with the same data and splits (``odin-data``), initialisation (``odin_ns.model.initial_gaussians``),
-learning rates, batch scaling (lr * sqrt(B), betas ** B), loss (splatfacto's 0.8 L1 + 0.2 D-SSIM), SH schedule,
+learning rates, batch scaling (``odin_ns.batch``), loss (splatfacto's 0.8 L1 + 0.2 D-SSIM), SH schedule,
 number of steps and views per step as ``ns-train odin-splatfacto``. Not the same: no densification (gsplat's strategies
 assume every rank sees all of its Gaussians' screen-space statistics, which sharding breaks), so compare it against
 Odin runs with densification off (``--pipeline.model.stop-split-at 0``) for quality. Launch:
@@ -59,7 +59,6 @@ class GsplatDistributedCommand:
                  for name, tensor in initial_gaussians(config.pipeline.model, train["seed_points"]).items()}
         optimizers, schedulers = _optimizers(config, shard)
         model_config = config.pipeline.model
-        sh_interval = max(1, model_config.sh_degree_interval // world_size)
         render = _renderer(self.renderer, world_size)
         from pytorch_msssim import SSIM
 
@@ -72,7 +71,7 @@ class GsplatDistributedCommand:
             if len(order) < world_size:
                 order += torch.randperm(len(train["images"]), generator=generator).tolist()
             view, order = order[rank], order[world_size:]
-            sh_degree = min(step // sh_interval, model_config.sh_degree)
+            sh_degree = min(step // model_config.sh_degree_interval, model_config.sh_degree)
             background = torch.rand(3, generator=torch.Generator().manual_seed(step * 65_537 + rank)).to(device)
             target = _composite(train["images"][view].to(device), background)
             image, alpha = render(shard, train["viewmats"][view].to(device), train["Ks"][view].to(device),
@@ -123,13 +122,15 @@ def _join_process_group(renderer: str):
 
 
 def _method_config(data: Path, world_size: int):
-    """odin-splatfacto's configuration with Odin's batch scaling for ``world_size`` views per step."""
+    """odin-splatfacto's configuration with Odin's batch scaling for ``world_size`` views per step, as the trainer
+    applies it (the model's view-counted schedules, the SH interval among them, come back counted in steps)."""
+    from odin_ns.batch import scale_for_batch
     from odin_ns.method_configs import odin_splatfacto
-    from odin_ns.trainer import OdinTrainer
 
     config = copy.deepcopy(odin_splatfacto.config)
     config.pipeline.datamanager.dataparser.data = data
-    OdinTrainer._apply_batch_scaling(config, world_size)
+    if config.pipeline.scale_with_batch:
+        config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, world_size)
     return config
 
 
