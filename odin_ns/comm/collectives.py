@@ -9,7 +9,7 @@ scope (compacted with ``gather_rows_packed``), which is cheaper when few Gaussia
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
@@ -232,3 +232,13 @@ def all_reduce_statistics(
         for name, values in zip(names, flat.split([statistics[name].numel() for name in names])):
             reduced[name] = values.view_as(statistics[name])
     return {name: reduced[name] for name in statistics}
+
+def consecutive_runs(buckets: Iterable[int]) -> list[list[int]]:
+    """Sorted bucket indices grouped into runs of consecutive ones: [0, 1, 3] -> [[0, 1], [3]]."""
+    runs: list[list[int]] = []
+    for bucket in sorted(buckets):
+        if runs and runs[-1][-1] == bucket - 1:
+            runs[-1].append(bucket)
+        else:
+            runs.append([bucket])
+    return runs

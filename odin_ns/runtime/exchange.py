@@ -25,6 +25,10 @@ from odin_ns.sync.hazards import WindowHazards, raw_exposure
 from odin_ns.sync.scopes import union_over_ranks
 
 
+class StaleUnitError(RuntimeError):
+    """A unit staged against an older structure of the Gaussians (before densify/prune) was about to be published."""
+
+
 @dataclass
 class StagedUnit:
     """A computed unit whose exchange has not been launched: private gradients and this rank's scopes."""
@@ -198,3 +202,16 @@ class GradientExchange:
             staged.trace.bytes_exchanged += collective.payload_bytes
             in_flight.buckets[bucket] = collective
 
+
+def check_version(staged: StagedUnit, structure_version: int, in_flight: InFlightExchange | None = None) -> None:
+    """Raise StaleUnitError for a unit staged before the last structural change (after completing its collectives,
+    so every rank leaves the process group in the same state)."""
+    if staged.structure_version == structure_version:
+        return
+    if in_flight is not None:
+        for collective in in_flight.collectives():
+            collective.wait()
+    raise StaleUnitError(
+        f"unit {staged.unit_id} was staged against structure version {staged.structure_version} but the "
+        f"Gaussians are at version {structure_version}: drain() before changing their structure"
+    )

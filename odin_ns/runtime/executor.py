@@ -25,7 +25,8 @@ import torch
 
 from odin_ns.comm.context import DistContext
 from odin_ns.runtime.config import RuntimeConfig
-from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedUnit
+from odin_ns.comm.collectives import consecutive_runs
+from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedUnit, StaleUnitError, check_version
 from odin_ns.runtime.optimizer import RowOptimizer
 from odin_ns.runtime.publication import Publication
 from odin_ns.runtime.records import Clock, RuntimeStats, UnitTrace, latest
@@ -36,6 +37,8 @@ from odin_ns.sync.gate import ReaderSensitivity, ThroughputFirstPolicy, local_ma
 from odin_ns.sync.hazards import AdmissionPolicy, QualityFirstPolicy, check_private_staging
 from odin_ns.sync.scopes import scope_of
 
+__all__ = ["OdinRuntime", "StaleUnitError"]
+
 Views = dict[str, torch.Tensor]
 ComputeFn = Callable[[Views], tuple[torch.Tensor, torch.Tensor]]
 """Forward and backward of one unit on the given views; returns (loss, bool[N] rows its views saw)."""
@@ -43,10 +46,6 @@ VisibleFn = Callable[[Views], torch.Tensor]
 """Cheap projection-only pass: bool[N] rows the unit's views would see under the given parameters."""
 SensitivityFn = Callable[[Views], ReaderSensitivity]
 """How far on screen the unit's views see each row move per unit of displacement (throughput-first's bound)."""
-
-
-class StaleUnitError(RuntimeError):
-    """A unit staged against an older structure of the Gaussians (before densify/prune) was about to be published."""
 
 
 class OdinRuntime:
@@ -180,7 +179,7 @@ class OdinRuntime:
     ) -> InFlightExchange:
         """Launch ``previous``'s exchange with this unit's read scope, decide the window and publish the buckets
         this unit must not read unpublished."""
-        self._check_version(previous)
+        check_version(previous, self.structure_version)
         with torch.no_grad():
             read = visible_fn(views)
             maxima = None
@@ -224,31 +223,18 @@ class OdinRuntime:
             unit_id, self.structure_version, staging, self._scope(visible), trace, self._publication.learning_rates()
         )
 
-    def _check_version(self, staged: StagedUnit, in_flight: InFlightExchange | None = None) -> None:
-        """Raise StaleUnitError for a unit staged before the last structural change (after completing its
-        collectives, so every rank leaves the process group in the same state)."""
-        if staged.structure_version == self.structure_version:
-            return
-        if in_flight is not None:
-            for collective in in_flight.collectives():
-                collective.wait()
-        raise StaleUnitError(
-            f"unit {staged.unit_id} was staged against structure version {staged.structure_version} but the "
-            f"Gaussians are at version {self.structure_version}: drain() before changing their structure"
-        )
-
     def _publish_pending(self) -> None:
         """Exchange and publish the staged unit, if any, with no unit waiting on it."""
         if self._pending is not None:
             staged, self._pending = self._pending, None
-            self._check_version(staged)
+            check_version(staged, self.structure_version)
             self._publish_all(self._exchange.launch(staged, read_scope=None))
 
     def _publish_run(self, in_flight: InFlightExchange, run: list[int]) -> None:
         """Publish the consecutive buckets ``run`` once they arrived: one optimizer step over their rows (the unit's
         first publication advances the step count). One run instead of one publication per bucket: the host cost is
         per launch, not per row."""
-        self._check_version(in_flight.staged, in_flight)
+        check_version(in_flight.staged, self.structure_version, in_flight)
         self._exchange.arrive(in_flight, run)
         start = self._clock.now()
         ranges = self._exchange.buckets.ranges
@@ -282,13 +268,3 @@ class OdinRuntime:
             seen_after = self._scope(visible_fn(shadow_views(self._params)))
         return saw_stale_rows(in_flight, late_buckets, self._exchange.buckets, self._scope(visible), seen_after)
 
-
-def consecutive_runs(buckets: Iterable[int]) -> list[list[int]]:
-    """Sorted bucket indices grouped into runs of consecutive ones: [0, 1, 3] -> [[0, 1], [3]]."""
-    runs: list[list[int]] = []
-    for bucket in sorted(buckets):
-        if runs and runs[-1][-1] == bucket - 1:
-            runs[-1].append(bucket)
-        else:
-            runs.append([bucket])
-    return runs

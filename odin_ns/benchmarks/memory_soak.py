@@ -1,0 +1,109 @@
+"""Resident memory of every rank over a long multi-rank training run: a leak shows as a slope.
+
+Trains odin-splatfacto under torchrun (gloo on the CPU, NCCL on GPUs) on a generated demo scene, densification
+stopped early so the Gaussian count settles, and samples each rank's resident set size (and, on GPUs, nothing else:
+device memory is in nerfstudio's tensorboard scalar "GPU Memory (MB)") against the step its unit log has reached.
+Prints the table, writes results.json and a plot.
+
+Usage: ``python -m odin_ns.benchmarks.memory_soak --steps 5000 --ranks 2 --out outputs/memory_soak``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import tyro
+
+from odin_ns.benchmarks.bench import installed_script
+from odin_ns.runtime.records import unit_log
+
+
+@dataclass
+class MemorySoakCommand:
+    """Sample each rank's resident memory over a long training run."""
+
+    steps: int = 5000
+    ranks: int = 2
+    out: Path = Path("outputs/memory_soak")
+    stop_split_at: int = 1000
+    """Views after which densification stops (the Gaussian count, and the memory it needs, settle)."""
+    sample_every_s: float = 5.0
+
+    def main(self) -> None:
+        from odin_ns.data.demo_scene import generate_demo_scene
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        scene = generate_demo_scene(self.out / "scene", num_views=24, width=64, height=48, gaussians_per_region=400, seed=3)
+        runs = self.out / "runs"
+        command = [
+            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(self.ranks),
+            installed_script("ns-train"), "odin-splatfacto", "--data", str(scene), "--output-dir", str(runs),
+            "--max-num-iterations", str(self.steps), "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
+            "--logging.local-writer.enable", "False", "--steps-per-eval-image", "1000000",
+            "--steps-per-eval-all-images", "1000000", "--steps-per-eval-batch", "0", "--steps-per-save", "1000000",
+            "--pipeline.model.num-downscales", "0", "--pipeline.model.stop-split-at", str(self.stop_split_at),
+        ]
+        print(" ".join(command))
+        launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        samples = []
+        start = time.monotonic()
+        while launcher.poll() is None:
+            time.sleep(self.sample_every_s)
+            ranks = [p for p in psutil.Process(launcher.pid).children(recursive=True) if "ns-train" in " ".join(p.cmdline())]
+            step = self._steps_logged(runs)
+            try:
+                rss = sorted(round(p.memory_info().rss / 2**20, 1) for p in ranks)
+            except psutil.NoSuchProcess:
+                continue
+            if step is not None and len(rss) == self.ranks:
+                samples.append({"seconds": round(time.monotonic() - start, 1), "step": step, "rss_mb": rss})
+        if launcher.returncode != 0:
+            raise SystemExit(f"error: training exited {launcher.returncode}: {launcher.stderr.read()[-2000:]}")
+        results = {"command": " ".join(command), "samples": samples}
+        (self.out / "results.json").write_text(json.dumps(results, indent=1))
+        self._report(samples)
+
+    @staticmethod
+    def _steps_logged(runs: Path) -> int | None:
+        logs = list(runs.glob("*/odin-splatfacto/*/"))
+        if not logs or not unit_log(logs[0], 0).exists():
+            return None
+        with open(unit_log(logs[0], 0)) as log:
+            return sum(1 for _ in log)
+
+    def _report(self, samples: list[dict]) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        print("| step | " + " | ".join(f"rank {r} RSS (MB)" for r in range(self.ranks)) + " |")
+        print("|---|" + "---|" * self.ranks)
+        stride = max(1, len(samples) // 12)
+        for sample in samples[::stride] + samples[-1:]:
+            print(f"| {sample['step']} | " + " | ".join(f"{mb:.0f}" for mb in sample["rss_mb"]) + " |")
+        figure, axes = plt.subplots(figsize=(7, 3.5))
+        for rank in range(self.ranks):
+            axes.plot([s["step"] for s in samples], [s["rss_mb"][rank] for s in samples], label=f"process {rank}")
+        axes.axvline(self.stop_split_at / self.ranks, color="gray", linestyle=":", label="densification stops")
+        axes.set_xlabel("step")
+        axes.set_ylabel("resident memory (MB)")
+        axes.set_ylim(bottom=0)
+        axes.legend()
+        figure.tight_layout()
+        figure.savefig(self.out / "memory_soak.png", dpi=120)
+        print(f"wrote {self.out / 'results.json'} and {self.out / 'memory_soak.png'}")
+
+
+def entrypoint() -> None:
+    tyro.cli(MemorySoakCommand).main()
+
+
+if __name__ == "__main__":
+    entrypoint()
