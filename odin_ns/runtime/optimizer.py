@@ -9,7 +9,8 @@ state comes through ``adam_rows``.
 ScopedAdam against gsplat's ``gsplat.optimizers.SelectiveAdam`` (gsplat >= 1.5), which also skips invisible rows:
 
 * bias correction: ScopedAdam applies torch Adam's (``lr * sqrt(1 - beta2^t) / (1 - beta1^t)``); gsplat's fused
-  kernel takes lr, betas and eps only and applies none, so its first steps are larger by up to ``1 / (1 - beta1)``;
+  kernel takes lr, betas and eps only and applies none, so its steps differ from torch Adam's by the factor
+  ``(1 - beta1^t) / sqrt(1 - beta2^t)`` (about 3.2 at the first step with betas (0.9, 0.999), tending to 1);
 * step counting: ScopedAdam's step count is global and advances once per step (per unit, however many row ranges
   publish it), whether or not a row was selected; bias correction follows that count, not a per-row one;
 * selection: ScopedAdam takes a bool mask or a packed 32-row bitmap (the runtime's scope format) and an optional
@@ -120,28 +121,26 @@ class ScopedAdam(torch.optim.Optimizer):
         only."""
         if len(learning_rates) != len(self.param_groups):
             raise ValueError(f"{len(learning_rates)} learning rates for {len(self.param_groups)} parameter groups")
-        bitmaps_by_size: dict[int, Optional[torch.Tensor]] = {}
-        for group, lr in zip(self.param_groups, learning_rates):
+        stepped = [
+            (group, lr, param, gradients[param])
+            for group, lr in zip(self.param_groups, learning_rates)
+            for param in group["params"]
+            if gradients.get(param) is not None
+        ]
+        if any(grad.is_sparse for *_, grad in stepped):
+            raise ValueError("ScopedAdam does not support sparse gradients")
+        bitmaps = {param.shape[0]: _as_bitmap(rows, param.shape[0]) for _, _, param, _ in stepped}  # checked first
+        for group, lr, param, grad in stepped:
+            state = self._state_of(param)
+            step = int(state["step"].item()) + int(advance_step)
+            if step == 0:
+                raise ValueError("step_rows(advance_step=False) called before any step advanced the step count")
+            state["step"].fill_(step)
             beta1, beta2 = group["betas"]
-            for param in group["params"]:
-                grad = gradients.get(param)
-                if grad is None:
-                    continue
-                if grad.is_sparse:
-                    raise ValueError("ScopedAdam does not support sparse gradients")
-                state = self._state_of(param)
-                if advance_step:
-                    state["step"] += 1
-                step = int(state["step"].item())
-                if step == 0:
-                    raise ValueError("step_rows(advance_step=False) called before any step advanced the step count")
-                n = param.shape[0]
-                if n not in bitmaps_by_size:
-                    bitmaps_by_size[n] = _as_bitmap(rows, n)
-                selective_adam_step(
-                    param, grad, state["exp_avg"], state["exp_avg_sq"], bitmaps_by_size[n],
-                    lr=float(lr), beta1=beta1, beta2=beta2, eps=group["eps"], step=step, row_range=row_range,
-                )
+            selective_adam_step(
+                param, grad, state["exp_avg"], state["exp_avg_sq"], bitmaps[param.shape[0]],
+                lr=float(lr), beta1=beta1, beta2=beta2, eps=group["eps"], step=step, row_range=row_range,
+            )
 
     def adam_rows(self, param: torch.Tensor, learning_rates: Sequence[float]) -> AdamRows:
         index, group = next((i, g) for i, g in enumerate(self.param_groups) if any(p is param for p in g["params"]))
