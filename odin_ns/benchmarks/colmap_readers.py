@@ -32,8 +32,7 @@ class ColmapReadersCommand:
         from nerfstudio.models.splatfacto import SplatfactoModel
         from scipy.spatial import cKDTree
 
-        from odin_ns.schedule import tracks
-        from odin_ns.schedule.colmap_binary import read_images_binary_headers, read_points3d_binary
+        from odin_ns.colmap.reader import read_images_binary_headers, read_points3d_binary, read_tracks
 
         if not (self.model_dir / "points3D.bin").exists():
             self._write_model()
@@ -44,8 +43,8 @@ class ColmapReadersCommand:
              lambda: read_points3d_binary(points_file)),
             ("image poses and names (images.bin)", lambda: colmap_parsing_utils.read_images_binary(images_file),
              lambda: read_images_binary_headers(images_file)),
-            ("tracks for the AOT plan", lambda: tracks._read_tracks_nerfstudio(self.model_dir),
-             lambda: tracks._read_tracks_binary(self.model_dir)),
+            ("tracks for the AOT plan", lambda: _tracks_with_nerfstudio(colmap_parsing_utils, images_file),
+             lambda: read_tracks(self.model_dir)),
             ("3-nearest-neighbour scales", lambda: SplatfactoModel.k_nearest_sklearn(None, xyz, 3),
              lambda: cKDTree(xyz.numpy()).query(xyz.numpy(), k=4, workers=-1)),
         ]
@@ -56,7 +55,7 @@ class ColmapReadersCommand:
             print(f"| {label} | {_seconds(stock):.1f} | {_seconds(ours):.1f} |")
 
     def _write_model(self) -> None:
-        from odin_ns.data.colmap_writer import write_colmap_model
+        from odin_ns.colmap.writer import write_colmap_model
 
         rng = np.random.default_rng(0)
         views = np.concatenate([rng.choice(self.views, self.track_length, replace=False) for _ in range(self.points)])
@@ -68,6 +67,18 @@ class ColmapReadersCommand:
             points_rgb=rng.integers(0, 255, (self.points, 3), dtype=np.uint8), observation_views=views,
             observation_points=point_of_obs, observation_xys=rng.random((len(point_of_obs), 2)) * 700,
         )
+
+
+def _tracks_with_nerfstudio(colmap_parsing_utils, images_file: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The tracks (image names, then each observation's image and point) through nerfstudio's per-image reader."""
+    images = colmap_parsing_utils.read_images_binary(images_file)
+    names, views, points = [], [], []
+    for view, image in enumerate(images.values()):
+        names.append(image.name)
+        ids = image.point3D_ids[image.point3D_ids >= 0]
+        views.append(np.full(len(ids), view))
+        points.append(ids)
+    return names, np.concatenate(views), np.concatenate(points)
 
 
 def _seconds(function: Callable) -> float:
