@@ -53,8 +53,7 @@ MIN_RENDER_LONG_SIDE = 120
 """Splatfacto's resolution warm-up never renders a training image with a shorter long side than this (pixels). Its
 densification splits every Gaussian whose radius exceeds ``split_screen_size`` (5%) of the image, and the smallest
 splats are about 3 px in radius; at 32x24 (the 128x96 demo scene at 1/4) that is 9% of the image, so every Gaussian
-splits at every refinement and the count runs away (3,381 -> 116,415 in 600 steps on the demo scene). 120 px keeps
-a 3 px splat at half the threshold."""
+splits at every refinement and the count runs away (README). 120 px keeps a 3 px splat at half the threshold."""
 
 def initial_gaussians(
     config: SplatfactoModelConfig, seed_points: Optional[Tuple[torch.Tensor, torch.Tensor]]

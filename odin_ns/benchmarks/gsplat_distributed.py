@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Dict, List
 
 import torch
-import torch.distributed as dist
 import tyro
 from tqdm import tqdm
 
+from odin_ns.comm.context import DistContext
 from odin_ns.model import initial_gaussians
 
 BACKGROUND_FOR_EVAL = (0.1490, 0.1647, 0.2157)
@@ -51,7 +51,8 @@ class GsplatDistributedCommand:
     """gsplat (CUDA, distributed); reference only for a single-rank CPU smoke test of this driver."""
 
     def main(self) -> None:
-        rank, world_size, device = _join_process_group(self.renderer)
+        context = _join_process_group(self.renderer)
+        rank, world_size, device = context.rank, context.world_size, context.device
         torch.manual_seed(self.seed)
         config = _method_config(self.data, world_size)
         train, test = _load_split(config, "train"), _load_split(config, "test")
@@ -90,9 +91,8 @@ class GsplatDistributedCommand:
                 torch.cuda.synchronize(device)
             step_seconds.append(time.perf_counter() - started)
         quality = _evaluate(shard, test, render, model_config.sh_degree, ssim, device)
-        total = torch.tensor([len(shard["means"])], device=device)
-        if world_size > 1:
-            dist.all_reduce(total)
+        total = context.reduce_statistics({"gaussians": torch.tensor([len(shard["means"])], device=device)},
+                                          {"gaussians": "sum"})["gaussians"]
         if rank == 0:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             record = {"step_s": step_seconds, "ranks": world_size, "num_gaussians": int(total.item()),
@@ -101,14 +101,11 @@ class GsplatDistributedCommand:
             (self.output_dir / "eval.json").write_text(json.dumps({"results": quality}))
             print(f"gsplat-distributed: {world_size} ranks, {int(total.item())} Gaussians, "
                   f"PSNR {quality['psnr']:.3f} SSIM {quality['ssim']:.4f}")
-        if world_size > 1:
-            dist.destroy_process_group()
+        context.destroy()
 
 
-def _join_process_group(renderer: str):
-    """(rank, world size, device): torchrun's ranks join over NCCL (gsplat's distributed mode is CUDA only); a
-    single process needs no group."""
-    from odin_ns.comm.process_group import init_from_env
+def _join_process_group(renderer: str) -> DistContext:
+    """torchrun's ranks join over NCCL (gsplat's distributed mode is CUDA only); a single process needs no group."""
     from odin_ns.trainer import launched_by_torchrun
 
     if renderer == "gsplat" and not torch.cuda.is_available():
@@ -116,9 +113,8 @@ def _join_process_group(renderer: str):
     if renderer != "gsplat" and launched_by_torchrun():
         raise SystemExit("error: the reference renderer runs this peer on a single rank only")
     if launched_by_torchrun():
-        context = init_from_env(backend="nccl")
-        return context.rank, context.world_size, context.device
-    return 0, 1, torch.device("cuda" if renderer == "gsplat" else "cpu")
+        return DistContext.from_torchrun(backend="nccl")
+    return DistContext.single("cuda" if renderer == "gsplat" else "cpu")
 
 
 def _method_config(data: Path, world_size: int):

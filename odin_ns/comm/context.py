@@ -26,7 +26,7 @@ from odin_ns.comm.collectives import (
     all_reduce_statistics,
     all_reduce_sum_async,
 )
-from odin_ns.comm.process_group import barrier, init_from_env, naming_peer_failures, wait_for
+from odin_ns.comm.process_group import barrier, naming_peer_failures, read_torchrun_env, wait_for
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,23 @@ class DistContext:
         return cls(0, 1, 0, device, "none", timedelta(seconds=timeout_s))
 
     @classmethod
-    def from_torchrun(cls, timeout_s: float, backend: str | None = None) -> DistContext:
-        """Join the default group from torchrun's environment (``init_from_env``)."""
-        rank, world_size, local_rank, device, backend, timeout = init_from_env(timeout_s, backend)
+    def from_torchrun(cls, timeout_s: float = 600.0, backend: str | None = None) -> DistContext:
+        """Join the default process group from torchrun's environment: NCCL on the GPU ``LOCAL_RANK`` when CUDA is
+        available, gloo on the CPU otherwise. ``timeout_s`` bounds every collective (gloo enforces it per
+        operation, NCCL through its watchdog)."""
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        rank, world_size, local_rank = read_torchrun_env()
+        backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        if backend == "nccl":
+            torch.cuda.set_device(local_rank)
+            device = torch.device("cuda", local_rank)
+        else:
+            device = torch.device("cpu")
+        timeout = timedelta(seconds=timeout_s)
+        dist.init_process_group(
+            backend, rank=rank, world_size=world_size, timeout=timeout, device_id=device if backend == "nccl" else None
+        )
         return cls(rank, world_size, local_rank, device, backend, timeout)
 
     @classmethod

@@ -10,7 +10,6 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -20,17 +19,6 @@ TORCHRUN_ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_
 
 class PeerFailureError(RuntimeError):
     """A collective failed or timed out: a peer rank died, hung, or issued different collectives."""
-
-
-class JoinedGroup(NamedTuple):
-    """What joining the default group settled (``odin_ns.comm.context.DistContext`` is built from it)."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    device: torch.device
-    backend: str
-    timeout: timedelta
 
 
 def read_torchrun_env(env: Mapping[str, str] = os.environ) -> tuple[int, int, int]:
@@ -45,31 +33,6 @@ def read_torchrun_env(env: Mapping[str, str] = os.environ) -> tuple[int, int, in
     if not 0 <= rank < world_size:
         raise ValueError(f"RANK={rank} is not within WORLD_SIZE={world_size}")
     return rank, world_size, local_rank
-
-
-def init_from_env(timeout_s: float = 600.0, backend: str | None = None) -> JoinedGroup:
-    """Join the default process group: NCCL on the GPU ``LOCAL_RANK`` when CUDA is available, gloo on the CPU otherwise.
-
-    ``timeout_s`` bounds every collective (gloo enforces it per operation, NCCL through its watchdog).
-    """
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
-    rank, world_size, local_rank = read_torchrun_env()
-    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-    if backend == "nccl":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
-    timeout = timedelta(seconds=timeout_s)
-    dist.init_process_group(
-        backend,
-        rank=rank,
-        world_size=world_size,
-        timeout=timeout,
-        device_id=device if backend == "nccl" else None,
-    )
-    return JoinedGroup(rank, world_size, local_rank, device, backend, timeout)
 
 
 @contextmanager
