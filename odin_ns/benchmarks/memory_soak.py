@@ -55,10 +55,11 @@ class MemorySoakCommand:
         start = time.monotonic()
         while launcher.poll() is None:
             time.sleep(self.sample_every_s)
-            ranks = [p for p in psutil.Process(launcher.pid).children(recursive=True) if "ns-train" in " ".join(p.cmdline())]
             step = self._steps_logged(runs)
             try:
-                rss = sorted(round(p.memory_info().rss / 2**20, 1) for p in ranks)
+                ranks = [p for p in psutil.Process(launcher.pid).children(recursive=True) if "ns-train" in " ".join(p.cmdline())]
+                by_rank = sorted(ranks, key=lambda process: int(process.environ().get("RANK", -1)))
+                rss = [round(process.memory_info().rss / 2**20, 1) for process in by_rank]
             except psutil.NoSuchProcess:
                 continue
             if step is not None and len(rss) == self.ranks:
@@ -90,7 +91,7 @@ class MemorySoakCommand:
             print(f"| {sample['step']} | " + " | ".join(f"{mb:.0f}" for mb in sample["rss_mb"]) + " |")
         figure, axes = plt.subplots(figsize=(7, 3.5))
         for rank in range(self.ranks):
-            axes.plot([s["step"] for s in samples], [s["rss_mb"][rank] for s in samples], label=f"process {rank}")
+            axes.plot([s["step"] for s in samples], [s["rss_mb"][rank] for s in samples], label=f"rank {rank}")
         axes.axvline(self.stop_split_at / self.ranks, color="gray", linestyle=":", label="densification stops")
         axes.set_xlabel("step")
         axes.set_ylabel("resident memory (MB)")
