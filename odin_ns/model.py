@@ -92,6 +92,16 @@ def initial_gaussians(
     return {name: tensor[order].contiguous() for name, tensor in tensors.items()}
 
 
+def image_size(camera: Cameras) -> Tuple[int, int]:
+    """(width, height) in pixels of a one-camera ``Cameras``: the host copy training cameras carry in their metadata
+    (``image_size``, attached by the datamanager: reading the device tensors would make the host wait for the GPU),
+    else read from the camera."""
+    size = (camera.metadata or {}).get("image_size")
+    if size is not None:
+        return size
+    return int(camera.width[0, 0].item()), int(camera.height[0, 0].item())
+
+
 class OdinSplatfactoModel(SplatfactoModel):
     """Splatfacto on any device; see the module docstring for what differs from stock."""
 
@@ -126,6 +136,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         self.strategy = self._densification_strategy()
         self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
         self._render_params: Optional[Dict[str, torch.Tensor]] = None
+        self._fixed_background: Optional[torch.Tensor] = None
 
     @contextmanager
     def rendering_from(self, params: Dict[str, torch.Tensor]) -> Iterator[None]:
@@ -173,9 +184,11 @@ class OdinSplatfactoModel(SplatfactoModel):
             if not self.training:
                 return self.background_color.to(self.device)
             view = (camera.metadata or {}).get("cam_idx", 0)
-            generator = torch.Generator().manual_seed(self.step * 65_537 + view)
-            return torch.rand(3, generator=generator).to(self.device)
-        return FIXED_BACKGROUNDS[self.config.background_color].to(self.device)
+            generator = torch.Generator(self.device).manual_seed(self.step * 65_537 + view)
+            return torch.rand(3, generator=generator, device=self.device)  # drawn where it is used: no copy
+        if self._fixed_background is None or self._fixed_background.device != self.device:
+            self._fixed_background = FIXED_BACKGROUNDS[self.config.background_color].to(self.device)
+        return self._fixed_background
 
     def _get_downscale_factor(self) -> int:
         """Splatfacto's warm-up factor, halved until the rendered long side is at least MIN_RENDER_LONG_SIDE."""
@@ -187,8 +200,9 @@ class OdinSplatfactoModel(SplatfactoModel):
 
     def _rasterization_inputs(self, camera: Cameras) -> Dict:
         """gsplat ``rasterization`` keyword arguments for the (cropped) Gaussians seen from ``camera``."""
+        full_width, full_height = image_size(camera)
         if self.training:  # the ground truth is downscaled by the same factor (get_gt_img), after this render
-            self._image_long_side = max(int(camera.width[0, 0].item()), int(camera.height[0, 0].item()))
+            self._image_long_side = max(full_width, full_height)
         if self.training:
             camera_to_world = self.camera_optimizer.apply_to_camera(camera)
         else:
@@ -205,7 +219,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         downscale = self._get_downscale_factor()
         camera.rescale_output_resolution(1 / downscale)
         Ks = camera.get_intrinsics_matrices().to(self.device)
-        width, height = int(camera.width[0, 0].item()), int(camera.height[0, 0].item())
+        width, height = int(full_width * (1 / downscale)), int(full_height * (1 / downscale))  # as the rescale rounds
         camera.rescale_output_resolution(downscale)
         return dict(
             means=params["means"],

@@ -110,6 +110,25 @@ class OdinStrategy(DefaultStrategy):
         self.barrier.after_change(params)
 
     def _update_state(self, params, state, info, packed=False) -> None:
-        super()._update_state(params, state, info, packed=packed)
+        """gsplat's running statistics, accumulated with dense masked sums instead of gsplat's ``torch.where`` over
+        the visible (camera, Gaussian) pairs: the same sums, with no host synchronisation (the number of visible pairs
+        never has to reach the host). Per step each Gaussian gets the sum over cameras of its gradient norms, the
+        number of cameras that see it, and the largest normalised radius."""
+        if packed:
+            raise ValueError("OdinStrategy accumulates statistics from unpacked rasterization only")
+        gradient = info[self.key_for_gradient]
+        grads = (gradient.absgrad if self.absgrad else gradient.grad).clone()
+        grads[..., 0] *= info["width"] / 2.0 * info["n_cameras"]
+        grads[..., 1] *= info["height"] / 2.0 * info["n_cameras"]
+        n_gaussian = len(list(params.values())[0])
+        for key in ("grad2d", "count") + (("radii",) if self.refine_scale2d_stop_iter > 0 else ()):
+            if state[key] is None:
+                state[key] = torch.zeros(n_gaussian, device=grads.device)
+        seen = info["radii"] > 0.0  # [C, N]
+        state["grad2d"] += torch.where(seen, grads.norm(dim=-1), 0.0).sum(0)
+        state["count"] += seen.sum(0)
+        if self.refine_scale2d_stop_iter > 0:
+            radii = torch.where(seen, info["radii"] / float(max(info["width"], info["height"])), 0.0)
+            state["radii"] = torch.maximum(state["radii"], radii.amax(0))
         if self._changing_structure:
             self.barrier.before_change(state, refines=self._refining)

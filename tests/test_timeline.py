@@ -40,11 +40,16 @@ def write_trace(path: Path, events: list, rank: int | None = None) -> Path:
     return path
 
 
+def runtime_call(name: str, start: float) -> dict:
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": start, "dur": 1}
+
+
 @pytest.fixture
 def synthetic_traces(tmp_path: Path) -> list:
     """Rank 0 (microseconds): compute on stream 7 at [0,100] and [150,300], NCCL on stream 20 at [50,200] and
     [400,500]: 250 us of communication, 100 of it overlapped; steps 10 = [0,350) and 11 = [350,520] (GPU ranges;
-    the CPU ranges differ and must be ignored). Rank 1: NCCL [0,100] fully under compute [0,200]."""
+    the CPU ranges differ and must be ignored); host waits at 10, 30 (step 10) and 360 (step 11). Rank 1: NCCL
+    [0,100] fully under compute [0,200]."""
     rank0 = write_trace(tmp_path / "a.json.gz", [
         kernel("void splat_fwd<float>(...)", 7, 0, 100),
         kernel("rasterize_bwd", 7, 150, 300, via_tid=True),
@@ -55,6 +60,9 @@ def synthetic_traces(tmp_path: Path) -> list:
         annotation(10, -90, 5, "user_annotation"),
         annotation(11, 5, 90, "user_annotation"),
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+        *(runtime_call(name, ts) for name, ts in (("cudaStreamSynchronize", 10), ("cudaMemcpyAsync", 20),
+                                                  ("cudaMemcpy", 30), ("cudaLaunchKernel", 40),
+                                                  ("cudaStreamSynchronize", 360))),
     ], rank=0)
     rank1 = write_trace(tmp_path / "b.json.gz", [
         kernel("gaussian_kernel", 7, 0, 200),
@@ -75,10 +83,11 @@ def test_synthetic_trace_exact_overlap(synthetic_traces: list):
     assert rank0["overlapped_fraction"] == pytest.approx(0.4)
     assert rank0["compute_ms"] == pytest.approx(0.25) and rank0["window_ms"] == pytest.approx(0.5)
     assert rank0["steps"] == [
-        {"step": 10, "duration_ms": pytest.approx(0.35), "comm_ms": pytest.approx(0.15),
-         "overlapped_comm_ms": pytest.approx(0.1), "overlapped_fraction": pytest.approx(2 / 3)},
-        {"step": 11, "duration_ms": pytest.approx(0.17), "comm_ms": pytest.approx(0.1),
-         "overlapped_comm_ms": 0.0, "overlapped_fraction": 0.0},
+        {"step": 10, "duration_ms": pytest.approx(0.35), "gpu_busy_fraction": pytest.approx(250 / 350),
+         "host_waits": 2, "comm_ms": pytest.approx(0.15), "overlapped_comm_ms": pytest.approx(0.1),
+         "overlapped_fraction": pytest.approx(2 / 3)},
+        {"step": 11, "duration_ms": pytest.approx(0.17), "gpu_busy_fraction": 0.0, "host_waits": 1,
+         "comm_ms": pytest.approx(0.1), "overlapped_comm_ms": 0.0, "overlapped_fraction": 0.0},
     ]
     assert rank1["overlapped_fraction"] == pytest.approx(1.0) and [s["step"] for s in rank1["steps"]] == [10]
     assert summary["total"] == {"comm_ms": pytest.approx(0.35), "overlapped_comm_ms": pytest.approx(0.2),

@@ -19,13 +19,16 @@ import gzip
 import json
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import tyro
 
 Interval = Tuple[float, float]
+HOST_WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+"""Runtime calls after which the host waits for the GPU queue (``cudaMemcpy`` without ``Async``: a pageable copy);
+each one in a step means host and GPU time add up there instead of overlapping."""
 STEP_NAME = re.compile(r"^(?:odin_unit_|ProfilerStep#)(\d+)$")
 """Ranges marking training steps: the trainer's record_function names, or torch.profiler's own step markers."""
 
@@ -59,6 +62,8 @@ class RankTrace:
     path: Path
     kernels: List[Kernel]
     steps: List[StepSpan]
+    host_waits: List[float] = field(default_factory=list)
+    """Start times of CUDA runtime calls that block the host until the GPU gets there (``HOST_WAITS``)."""
 
 
 # ----------------------------------------------------------------------------------------------------- reading
@@ -93,6 +98,7 @@ def read_rank_trace(path: Path, index: int = 0) -> RankTrace:
     rank = trace_rank(trace, path, index)
     base = float(trace.get("baseTimeNanoseconds", 0)) / 1000.0  # newer kineto writes ts relative to this
     kernels: List[Kernel] = []
+    host_waits: List[float] = []
     cpu_steps: Dict[int, List[Interval]] = defaultdict(list)
     gpu_steps: Dict[int, List[Interval]] = defaultdict(list)
     for event in trace.get("traceEvents", []):
@@ -104,6 +110,9 @@ def read_rank_trace(path: Path, index: int = 0) -> RankTrace:
         if category == "kernel":
             kernels.append(Kernel(rank, _stream(event), start, end, str(event.get("name", ""))))
             continue
+        if category == "cuda_runtime" and str(event.get("name", "")) in HOST_WAITS:
+            host_waits.append(start)
+            continue
         match = STEP_NAME.match(str(event.get("name", "")))
         if match and category in ("user_annotation", "cpu_op"):
             cpu_steps[int(match.group(1))].append((start, end))
@@ -113,7 +122,7 @@ def read_rank_trace(path: Path, index: int = 0) -> RankTrace:
     steps = [StepSpan(rank, step, min(s for s, _ in ranges), max(e for _, e in ranges))
              for step, ranges in sorted(spans.items())]
     kernels.sort(key=lambda kernel: (kernel.start, kernel.stream))
-    return RankTrace(rank, Path(path), kernels, steps)
+    return RankTrace(rank, Path(path), kernels, steps, sorted(host_waits))
 
 
 # ---------------------------------------------------------------------------------------------- interval sets
@@ -206,6 +215,8 @@ def rank_summary(rank_trace: RankTrace) -> dict:
         summary["steps"].append({
             "step": span.step,
             "duration_ms": _ms(end - span.start),
+            "gpu_busy_fraction": _fraction(measure(clip(compute, span.start, end)), end - span.start),
+            "host_waits": sum(span.start <= wait < end for wait in rank_trace.host_waits),
             "comm_ms": _ms(measure(step_comm)),
             "overlapped_comm_ms": _ms(measure(step_overlapped)),
             "overlapped_fraction": _fraction(measure(step_overlapped), measure(step_comm)),

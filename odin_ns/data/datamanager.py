@@ -138,13 +138,21 @@ class OdinDataManager(FullImageDatamanager):
         (H, W, C) image and an int ``cam_idx``."""
         (view,) = self.plan.views_for(step, self.rank)
         data = self.cached_train[view].copy()  # cached_train also sets self.train_cameras
-        data["image"] = data["image"].to(self.device)
+        data["image"] = data["image"].to(self.device, non_blocking=True)  # cached on the device, or pinned
         assert len(self.train_cameras.shape) == 1, "Assumes single batch dimension"
         cameras = self.train_cameras[view : view + 1].to(self.device)
         if cameras.metadata is None:
             cameras.metadata = {}
         cameras.metadata["cam_idx"] = view
+        cameras.metadata["image_size"] = self.train_image_sizes[view]
         return cameras, data
+
+    @cached_property
+    def train_image_sizes(self) -> List[Tuple[int, int]]:
+        """(width, height) of every training view, read once on the host; first read after ``cached_train``, whose
+        undistortion may change the sizes."""
+        cameras = self.train_dataset.cameras
+        return list(zip(cameras.width[:, 0].tolist(), cameras.height[:, 0].tolist()))
 
 
 @dataclass

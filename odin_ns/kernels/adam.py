@@ -95,8 +95,8 @@ def selective_adam_step(
     if rows is None:
         adam_update_(*(t[lo:hi] for t in tensors), lr, beta1, beta2, eps, step)
         return
-    selected = torch.nonzero(bitmap_to_mask(rows, n, backend="torch")[lo:hi]).squeeze(1) + lo
-    p, g, m, v = (t.index_select(0, selected) for t in tensors)
+    selected = bitmap_to_mask(rows, n, backend="torch")[lo:hi, None]  # a mask, not indices: no host read
+    p, g, m, v = (t[lo:hi].clone() for t in tensors)
     adam_update_(p, g, m, v, lr, beta1, beta2, eps, step)
     for target, updated in zip((tensors[0], tensors[2], tensors[3]), (p, m, v)):
-        target.index_copy_(0, selected, updated)
+        target[lo:hi] = torch.where(selected, updated, target[lo:hi])

@@ -1,0 +1,125 @@
+"""A steady-state training step reads nothing from the device on the host.
+
+On a GPU every such read (``.item()``, ``.tolist()``, ``bool(tensor)``, ``nonzero`` and boolean-mask indexing, whose
+output size the host must learn) stalls the host until the GPU queue drains, so host work and GPU work add up
+instead of overlapping. On the CPU the same operations are visible to a dispatch hook: this test trains
+odin-splatfacto in-process for a few steps and counts them in a step that neither logs, evaluates, saves nor changes
+the Gaussians' structure. Two kinds are not the step's own and are left out: the rasterizer's internals (gsplat
+sizes its tile intersections on the host, inside its CUDA extension; the CPU reference renderer does likewise) and
+reads of the optimizers' step counters, which torch keeps on the host by design.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import odin_ns.model
+from odin_ns.method_configs import odin_splatfacto
+
+HOST_READS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique2",
+              "aten::unique_dim", "aten::equal", "aten::is_nonzero", "aten::unique_consecutive"}
+"""Operators whose result the host must read from the device (``item``/``tolist``/``bool`` dispatch
+``_local_scalar_dense``)."""
+
+
+class HostReadCounter(TorchDispatchMode):
+    """Counts host-reading operators, with where they were called from."""
+
+    def __init__(self, excluded_scalars: set[int]):
+        super().__init__()
+        self.excluded_scalars = excluded_scalars
+        self.paused = False
+        self.reads: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        boolean_index = name == "aten::index" and any(
+            isinstance(index, torch.Tensor) and index.dtype == torch.bool for index in (args[1] or ())
+        )
+        excluded = name == "aten::_local_scalar_dense" and args[0].data_ptr() in self.excluded_scalars
+        if not self.paused and (name in HOST_READS or boolean_index) and not excluded:
+            import traceback
+
+            frames = [f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} {frame.name}"
+                      for frame in traceback.extract_stack()[:-1] if "torch/" not in frame.filename]
+            self.reads[(name, " <- ".join(reversed(frames[-3:])))] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def in_process_trainer(scene: Path, output_dir: Path):
+    config = copy.deepcopy(odin_splatfacto.config)
+    config.data = scene
+    config.pipeline.datamanager.data = scene
+    config.output_dir = output_dir
+    config.vis = "tensorboard"
+    config.machine.device_type = "cpu"
+    config.pipeline.model.num_downscales = 0
+    config.pipeline.model.warmup_length = 10_000  # no refine in the steps looked at
+    config.logging.steps_per_log = 1000
+    config.set_timestamp()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    return trainer
+
+
+def run_step(trainer, step: int) -> None:
+    """One step as nerfstudio's training loop runs it, callbacks included (the densification strategy's among them)."""
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+    trainer.train_iteration(step)
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+
+
+@contextmanager
+def rasterizer_not_counted(counter: HostReadCounter):
+    original = odin_ns.model.rasterize_fn
+
+    def paused_renderer(renderer):
+        rasterize = original(renderer)
+
+        def call(**kwargs):
+            counter.paused = True
+            try:
+                return rasterize(**kwargs)
+            finally:
+                counter.paused = False
+
+        return call
+
+    odin_ns.model.rasterize_fn = paused_renderer
+    try:
+        yield
+    finally:
+        odin_ns.model.rasterize_fn = original
+
+
+@pytest.mark.slow
+def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path: Path):
+    trainer = in_process_trainer(tiny_scene, tmp_path)
+    for step in range(1, 6):
+        run_step(trainer, step)
+    step_counters = {
+        state["step"].data_ptr()
+        for optimizer in trainer.optimizers.optimizers.values()
+        for state in optimizer.state.values()
+        if "step" in state
+    }
+    counter = HostReadCounter(step_counters)
+    with rasterizer_not_counted(counter), counter:
+        for step in range(6, 9):
+            run_step(trainer, step)
+    assert not counter.reads, "host reads in a steady step:\n" + "\n".join(
+        f"{count} x {name} at {where}" for (name, where), count in counter.reads.most_common()
+    )
+    with counter:  # the hook does see reads: the rasterizer's own, counted when not paused
+        run_step(trainer, 9)
+    assert counter.reads
