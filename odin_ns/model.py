@@ -4,8 +4,11 @@ Training semantics (parameter groups, learning rates, gsplat ``DefaultStrategy``
 What changes:
 - the device follows the trainer (stock splatfacto calls ``.cuda()`` while building and rendering);
 - rendering goes through :mod:`odin_ns.rendering`: gsplat's CUDA rasterizer on GPU, the torch reference on CPU;
-- the random training background is drawn from a generator seeded by (step, training view), so re-running a unit
-  (Odin's validation) renders exactly the same image, whichever rank renders the view;
+- a training step renders all of this rank's views (``--pipeline.datamanager.views-per-rank``) in one rasterizer
+  call: training outputs and targets carry a leading view axis, the loss is the mean over the views;
+- the random training background is drawn per (step, training view), so re-running a unit (Odin's validation)
+  renders exactly the same image, whichever rank renders the view;
+- a steady training step reads nothing from the device on the host (tests/test_host_reads.py);
 - LPIPS is built lazily and reported as unavailable when its weights cannot be loaded;
 - the resolution warm-up stops halving at MIN_RENDER_LONG_SIDE pixels (below it densification runs away).
 """
@@ -26,6 +29,7 @@ from nerfstudio.models.splatfacto import (
     num_sh_bases,
     random_quat_tensor,
 )
+from nerfstudio.model_components.lib_bilagrid import total_variation_loss
 from nerfstudio.utils.rich_utils import CONSOLE
 from scipy.spatial import cKDTree
 
@@ -90,6 +94,14 @@ def initial_gaussians(
     }
     order = morton_order(means)
     return {name: tensor[order].contiguous() for name, tensor in tensors.items()}
+
+
+def training_views(camera: Cameras) -> List[int]:
+    """The training-view indices of a training ``Cameras`` (the datamanager's ``cam_idx`` list)."""
+    views = (camera.metadata or {}).get("cam_idx")
+    if views is None:
+        raise ValueError("training cameras carry their view indices in metadata['cam_idx']")
+    return list(views) if isinstance(views, (list, tuple)) else [int(views)]
 
 
 def image_size(camera: Cameras) -> Tuple[int, int]:
@@ -177,18 +189,29 @@ class OdinSplatfactoModel(SplatfactoModel):
             verbose=False,
         )
 
-    def _background(self, camera: Cameras) -> torch.Tensor:
-        """Training background: random per (step, training view) or the configured colour. ``self.background_color``
-        is the viewer's (it overwrites it on rank 0 only), so training never reads it."""
+    def _training_backgrounds(self, camera: Cameras) -> torch.Tensor:
+        """[C, 3]: per training view, a random colour drawn from (step, view) or the configured colour.
+        ``self.background_color`` is the viewer's (it overwrites it on rank 0 only), so training never reads it."""
+        views = training_views(camera)
         if self.config.background_color == "random":
-            if not self.training:
-                return self.background_color.to(self.device)
-            view = (camera.metadata or {}).get("cam_idx", 0)
-            generator = torch.Generator(self.device).manual_seed(self.step * 65_537 + view)
-            return torch.rand(3, generator=generator, device=self.device)  # drawn where it is used: no copy
+            colours = []
+            for view in views:  # drawn on the device where they are used: no copy, no host wait
+                generator = torch.Generator(self.device).manual_seed(self.step * 65_537 + view)
+                colours.append(torch.rand(3, generator=generator, device=self.device))
+            return torch.stack(colours)
         if self._fixed_background is None or self._fixed_background.device != self.device:
             self._fixed_background = FIXED_BACKGROUNDS[self.config.background_color].to(self.device)
-        return self._fixed_background
+        return self._fixed_background.expand(len(views), 3)
+
+    def camera_to_worlds(self, camera: Cameras) -> torch.Tensor:
+        """[C, 3, 4] poses of training ``camera`` with the camera optimizer's corrections (nerfstudio's
+        ``apply_to_camera``, for several views at once)."""
+        if self.camera_optimizer.config.mode == "off":
+            return camera.camera_to_worlds
+        views = torch.tensor(training_views(camera), dtype=torch.long)
+        correction = self.camera_optimizer(views).to(camera.device)
+        rotations = torch.bmm(correction[..., :3, :3], camera.camera_to_worlds[..., :3, :3])
+        return torch.cat([rotations, camera.camera_to_worlds[..., :3, 3:] + correction[..., :3, 3:]], dim=-1)
 
     def _get_downscale_factor(self) -> int:
         """Splatfacto's warm-up factor, halved until the rendered long side is at least MIN_RENDER_LONG_SIDE."""
@@ -203,10 +226,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         full_width, full_height = image_size(camera)
         if self.training:  # the ground truth is downscaled by the same factor (get_gt_img), after this render
             self._image_long_side = max(full_width, full_height)
-        if self.training:
-            camera_to_world = self.camera_optimizer.apply_to_camera(camera)
-        else:
-            camera_to_world = camera.camera_to_worlds
+        camera_to_world = self.camera_to_worlds(camera) if self.training else camera.camera_to_worlds
         crop_ids = self.crop_box.within(self.means).squeeze() if self.crop_box is not None and not self.training else None
         source = self.gauss_params if self._render_params is None else self._render_params
         params = {name: (p if crop_ids is None else p[crop_ids]) for name, p in source.items()}
@@ -260,10 +280,12 @@ class OdinSplatfactoModel(SplatfactoModel):
         return project_visibility(self.renderer, **inputs)
 
     def get_outputs(self, camera: Cameras) -> Dict[str, Union[torch.Tensor, List]]:
+        """Training: this rank's C views in one call, ``rgb`` [C, H, W, 3] and ``background`` [C, 3]; otherwise one
+        camera, as splatfacto's outputs."""
         if not isinstance(camera, Cameras):
             raise TypeError(f"get_outputs needs a Cameras object, got {type(camera).__name__}")
-        if self.training and camera.shape[0] != 1:
-            raise ValueError(f"training renders one camera per call, got {camera.shape[0]}")
+        if not self.training and camera.shape[0] != 1:
+            raise ValueError(f"evaluation renders one camera per call, got {camera.shape[0]}")
         if self.config.rasterize_mode not in ("antialiased", "classic"):
             raise ValueError(f"unknown rasterize_mode: {self.config.rasterize_mode}")
         if self.crop_box is not None and not self.training and self.crop_box.within(self.means).sum() == 0:
@@ -274,17 +296,64 @@ class OdinSplatfactoModel(SplatfactoModel):
         if self.training:
             self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
 
-        background = self._background(camera)
-        rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
         height, width = self.last_size
-        if self.config.use_bilateral_grid and self.training and camera.metadata and "cam_idx" in camera.metadata:
-            rgb = self._apply_bilateral_grid(rgb, camera.metadata["cam_idx"], height, width)
         depth = None
         if render_mode == "RGB+ED":
-            depth = torch.where(alpha > 0, render[..., 3:4], render[..., 3:4].detach().max()).squeeze(0)
-        if background.shape[0] == 3 and not self.training:
-            background = background.expand(height, width, 3)
-        return {"rgb": rgb.squeeze(0), "depth": depth, "accumulation": alpha.squeeze(0), "background": background}
+            depth = torch.where(alpha > 0, render[..., 3:4], render[..., 3:4].detach().max())
+        if self.training:
+            backgrounds = self._training_backgrounds(camera)
+            rgb = torch.clamp(render[..., :3] + (1 - alpha) * backgrounds[:, None, None, :], 0.0, 1.0)
+            if self.config.use_bilateral_grid:
+                views = training_views(camera)
+                rgb = torch.cat([self._apply_bilateral_grid(rgb[i : i + 1], view, height, width)
+                                 for i, view in enumerate(views)])
+            return {"rgb": rgb, "depth": depth, "accumulation": alpha, "background": backgrounds}
+        background = self.background_color.to(self.device)
+        rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
+        depth = depth.squeeze(0) if depth is not None else None
+        return {"rgb": rgb.squeeze(0), "depth": depth, "accumulation": alpha.squeeze(0),
+                "background": background.expand(height, width, 3)}
+
+    def _training_targets(self, batch: Dict[str, torch.Tensor], backgrounds: torch.Tensor) -> torch.Tensor:
+        """[C, H, W, 3] ground truth of the training views at the rendered resolution, composited over each view's
+        background where the images have alpha."""
+        images = batch["image"]
+        images = images.float() / 255.0 if images.dtype == torch.uint8 else images
+        images = torch.stack([self._downscale_if_required(image) for image in images]).to(self.device)
+        if images.shape[-1] == 4:
+            alpha = images[..., 3:]
+            return images[..., :3] * alpha + backgrounds[:, None, None, :] * (1.0 - alpha)
+        return images
+
+    def get_metrics_dict(self, outputs, batch) -> Dict[str, torch.Tensor]:
+        """Splatfacto's training metrics over the step's views, left on the device (read only when logged)."""
+        if not self.training:
+            return super().get_metrics_dict(outputs, batch)
+        metrics = {"psnr": self.psnr(outputs["rgb"], self._training_targets(batch, outputs["background"])),
+                   "gaussian_count": self.num_points}
+        self.camera_optimizer.get_metrics_dict(metrics)
+        return metrics
+
+    def get_loss_dict(self, outputs, batch, metrics_dict=None) -> Dict[str, torch.Tensor]:
+        """Splatfacto's loss, the mean over the step's views (L1 and SSIM over the batch of images)."""
+        if not self.training:
+            return super().get_loss_dict(outputs, batch, metrics_dict)
+        target = self._training_targets(batch, outputs["background"])
+        predicted = outputs["rgb"]
+        if "mask" in batch:
+            mask = torch.stack([self._downscale_if_required(mask) for mask in batch["mask"]]).to(self.device)
+            target, predicted = target * mask, predicted * mask
+        l1 = torch.abs(target - predicted).mean()
+        ssim = 1 - self.ssim(target.permute(0, 3, 1, 2), predicted.permute(0, 3, 1, 2))
+        losses = {"main_loss": (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim}
+        if self.config.use_scale_regularization and self.step % 10 == 0:
+            scales = torch.exp(self.scales)
+            ratio = scales.amax(dim=-1) / scales.amin(dim=-1)
+            losses["scale_reg"] = 0.1 * (ratio.clamp_min(self.config.max_gauss_ratio) - self.config.max_gauss_ratio).mean()
+        self.camera_optimizer.get_loss_dict(losses)
+        if self.config.use_bilateral_grid:
+            losses["tv_loss"] = 10 * total_variation_loss(self.bil_grids.grids)
+        return losses
 
     def get_image_metrics_and_images(
         self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]

@@ -109,7 +109,7 @@ class OdinPipeline(VanillaPipeline):
             """Throughput-first's pixels per unit of displacement in this unit's cameras (full resolution: an upper
             bound while splatfacto renders downscaled)."""
             means = views["means"]
-            viewmats = get_viewmat(self.model.camera_optimizer.apply_to_camera(camera).to(means.device))
+            viewmats = get_viewmat(self.model.camera_to_worlds(camera).to(means.device))
             return pinhole_sensitivity(means, viewmats, camera.get_intrinsics_matrices().to(means.device))
 
         loss = runtime.run_unit(step, compute, read_scope, sensitivity)

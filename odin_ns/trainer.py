@@ -5,7 +5,7 @@ What it adds to nerfstudio's Trainer:
   under torchrun (ns-train launched once per process) it joins the process group itself (NCCL on GPUs, gloo on CPU),
   under nerfstudio's launcher it takes the group that launcher made, alone it needs none;
 - it falls back to the CPU when CUDA is unavailable (the device follows the machine);
-- a step is one Odin task unit of B = world size views, with the batch rules of ``odin_ns.batch``;
+- a step is one Odin task unit of B = world size x views per rank views, with the batch rules of ``odin_ns.batch``;
 - evaluation, checkpoints and the end of training first drain the units in flight on every rank, so they see sync's
   parameters; checkpoints hold plain Python numbers where nerfstudio 1.1.5 leaves ``numpy.float64`` learning rates
   (torch >= 2.6 loads with ``weights_only=True`` and refuses those);
@@ -85,8 +85,8 @@ class OdinTrainer(Trainer):
         self.context = self._distributed_context(config, local_rank, world_size)
         if self.context.world_size > 1 and launched_by_torchrun():
             self._share_run_directory(config, self.context)
-        if config.pipeline.scale_with_batch and self.context.world_size > 1:
-            views = self.context.world_size
+        views = self.context.world_size * config.pipeline.datamanager.views_per_rank
+        if config.pipeline.scale_with_batch and views > 1:
             config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, views)
             CONSOLE.log(f"{views} views per step: learning rates x sqrt({views}), Adam eps / sqrt({views}), "
                         f"betas ** {views}, schedules counted in steps of {views} views")

@@ -87,3 +87,17 @@ def test_four_ranks_quality_first_equals_sync(tiny_scene: Path, tmp_path: Path):
     }
     assert_bitwise_equal_runs(runs["sync"], runs["quality-first"], ranks=4)
     assert overlapped_windows(runs["quality-first"]) > 0
+
+
+@pytest.mark.slow
+def test_several_views_per_rank_quality_first_equals_sync(tiny_scene: Path, tmp_path: Path):
+    """Two ranks rendering two views each per step (one rasterizer call each): the unit's scopes are its views'
+    union, and the overlap stays exact."""
+    options = ("--pipeline.datamanager.views-per-rank", "2")
+    runs = {
+        mode: train(tiny_scene, tmp_path / mode, 30, *options, "--pipeline.odin.mode", mode, launcher=torchrun(2))
+        for mode in ("sync", "quality-first")
+    }
+    assert_bitwise_equal_runs(runs["sync"], runs["quality-first"], ranks=2)
+    assert overlapped_windows(runs["quality-first"]) > 0
+    assert len(unit_records(runs["sync"])) >= 29

@@ -32,6 +32,15 @@ def test_demo_scene_trains_evaluates_and_checkpoints(tiny_scene: Path, tmp_path:
 
 
 @pytest.mark.slow
+def test_several_views_per_step_train_as_well_per_view_seen(tiny_scene: Path, tmp_path: Path):
+    """Four views per step in one rasterizer call, a quarter of the steps: the same views seen, the same bar."""
+    run_dir = train(tiny_scene, tmp_path, DEMO_STEPS // 4, "--pipeline.datamanager.views-per-rank", "4")
+    results = evaluate(run_dir)
+    assert results["psnr"] > DEMO_MIN_PSNR, results
+    assert all(record.exchange == "local" for record in unit_records(run_dir))
+
+
+@pytest.mark.slow
 def test_resume_from_checkpoint_continues(tiny_scene: Path, tmp_path: Path):
     """--load-dir continues from the saved step and keeps training the loaded Gaussians (nerfstudio leaves its
     optimizers holding the tensors it replaced while loading; the trainer rebinds them)."""

@@ -54,6 +54,10 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
     _target: Type = field(default_factory=lambda: OdinDataManager)
     order: Order = "rlg"
     """rlg: consecutive steps rotate through weakly coupled regions of the RLG; random: plain shuffle (baseline)."""
+    views_per_rank: int = 1
+    """Views each rank renders per step, in one rasterizer call (global batch B = world size x views per rank;
+    ``odin_ns.batch`` scales learning rates, eps, betas and schedules for it). The training images must share one
+    size."""
     num_regions: int = DEFAULT_NUM_REGIONS
     plan_path: Optional[Path] = None
     """Plan written by ``odin-ns plan``; None builds it at start-up (seeded by train_cameras_sampling_seed)."""
@@ -67,7 +71,7 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
 
 
 class OdinDataManager(FullImageDatamanager):
-    """Serves, at every step, this rank's view of the plan's unit for that step.
+    """Serves, at every step, this rank's views of the plan's unit for that step.
 
     ``dist_context`` (``odin_ns.comm.context.DistContext``: anything with ``rank`` and ``world_size``) says which
     rank this is among how many; None is a single process (rank 0 of 1). nerfstudio's ``world_size`` and
@@ -87,6 +91,8 @@ class OdinDataManager(FullImageDatamanager):
         **kwargs,
     ):
         super().__init__(config, device, test_mode, world_size, local_rank, **kwargs)
+        if config.views_per_rank < 1:
+            raise ValueError(f"views_per_rank must be at least 1, got {config.views_per_rank}")
         self.rank = 0 if dist_context is None else dist_context.rank
         self.num_ranks = 1 if dist_context is None else dist_context.world_size
 
@@ -97,13 +103,14 @@ class OdinDataManager(FullImageDatamanager):
         if config.plan_path is not None:
             plan = SchedulePlan.load(config.plan_path)
             plan.check_views(view_names(self.train_dataset.image_filenames))
-            plan = plan.with_batch(self.num_ranks, views_per_rank=1, order=config.order)
+            plan = plan.with_batch(self.num_ranks, views_per_rank=config.views_per_rank, order=config.order)
             CONSOLE.log(f"Odin schedule loaded from {config.plan_path}")
         else:
             plan = plan_training_views(
                 self.train_dataparser_outputs,
                 config.dataparser,
                 world_size=self.num_ranks,
+                views_per_rank=config.views_per_rank,
                 num_regions=config.num_regions,
                 order=config.order,
                 seed=config.train_cameras_sampling_seed,
@@ -123,7 +130,7 @@ class OdinDataManager(FullImageDatamanager):
         CONSOLE.log(
             f"Odin schedule: {plan.num_views} views, regions {summary['regions']} "
             f"({summary['intra_region_weight_fraction']:.0%} of RLG weight inside), {plan.units_per_epoch} units of "
-            f"{plan.world_size} views per epoch, order {plan.order}"
+            f"{plan.world_size}x{plan.views_per_rank} views per epoch, order {plan.order}"
             + (f", rank imbalance {summary['rank_imbalance']:.3f} (random order {summary['random_rank_imbalance']:.3f})"
                if "rank_imbalance" in summary else "")
         )
@@ -134,17 +141,22 @@ class OdinDataManager(FullImageDatamanager):
         return self.plan.unit_views(step)
 
     def next_train(self, step: int) -> Tuple[Cameras, Dict]:
-        """This rank's camera and data for the unit of ``step``, in the parent's contract: a (1,)-shaped Cameras, an
-        (H, W, C) image and an int ``cam_idx``."""
-        (view,) = self.plan.views_for(step, self.rank)
-        data = self.cached_train[view].copy()  # cached_train also sets self.train_cameras
+        """This rank's views of the unit of ``step``: a (B,)-shaped Cameras whose metadata holds the views' indices
+        (``cam_idx``, a list) and their common size on the host (``image_size``), and images stacked [B, H, W, C]."""
+        views = self.plan.views_for(step, self.rank)
+        cached = self.cached_train  # also sets self.train_cameras
+        data = {key: torch.stack([cached[view][key] for view in views]) if torch.is_tensor(value) else
+                [cached[view][key] for view in views] for key, value in cached[views[0]].items()}
         data["image"] = data["image"].to(self.device, non_blocking=True)  # cached on the device, or pinned
         assert len(self.train_cameras.shape) == 1, "Assumes single batch dimension"
-        cameras = self.train_cameras[view : view + 1].to(self.device)
-        if cameras.metadata is None:
-            cameras.metadata = {}
-        cameras.metadata["cam_idx"] = view
-        cameras.metadata["image_size"] = self.train_image_sizes[view]
+        sizes = {self.train_image_sizes[view] for view in views}
+        if len(sizes) > 1:
+            raise ValueError(f"views {list(views)} have sizes {sorted(sizes)}: views rendered together need one size "
+                             "(train with --pipeline.datamanager.views-per-rank 1, or resize the images)")
+        # one-row slices joined on the device: indexing by a list would first copy the indices to the device
+        cameras = self.train_cameras._apply_fn_to_fields(lambda field: torch.cat([field[v : v + 1] for v in views]))
+        cameras = cameras.to(self.device)
+        cameras.metadata = {**(cameras.metadata or {}), "cam_idx": list(views), "image_size": sizes.pop()}
         return cameras, data
 
     @cached_property
@@ -153,6 +165,9 @@ class OdinDataManager(FullImageDatamanager):
         undistortion may change the sizes."""
         cameras = self.train_dataset.cameras
         return list(zip(cameras.width[:, 0].tolist(), cameras.height[:, 0].tolist()))
+
+    def get_train_rays_per_batch(self) -> int:
+        return super().get_train_rays_per_batch() * self.config.views_per_rank
 
 
 @dataclass
