@@ -106,7 +106,8 @@ class BenchCommand:
         else:
             iteration_s = iteration_times(run_dir)
         run["step_s"] = statistics.median(steady_state(iteration_s))
-        run["views_per_s"] = ranks / run["step_s"]
+        run["views_per_rank"] = views_per_rank(run_dir)
+        run["views_per_s"] = ranks * run["views_per_rank"] / run["step_s"]
         logs = [unit_log(run_dir, rank) for rank in range(ranks)]
         if logs[0].exists():
             records_by_rank = [read_unit_log(log) for log in logs if log.exists()]
@@ -233,6 +234,17 @@ def evaluate(run_dir: Path, stock: bool) -> Dict[str, float]:
     return {key: results[key] for key in ("psnr", "ssim", "lpips") if key in results and results[key] == results[key]}
 
 
+def views_per_rank(run_dir: Path) -> int:
+    """Views each rank rendered per step, from the run's saved config (1 for stock splatfacto and the gsplat peer)."""
+    import yaml
+
+    config_path = Path(run_dir) / "config.yml"
+    if not config_path.exists():
+        return 1
+    config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
+    return getattr(config.pipeline.datamanager, "views_per_rank", 1)
+
+
 def summarize_configurations(runs: List[Dict]) -> List[Dict]:
     """Per configuration: median/min/max views/s, ratios to sync and to no-exchange, wait hidden, quality."""
     by_config: Dict[Tuple[str, int], List[Dict]] = {}
@@ -246,7 +258,8 @@ def summarize_configurations(runs: List[Dict]) -> List[Dict]:
     rows = []
     for (name, ranks), group in by_config.items():
         views = [run["views_per_s"] for run in group]
-        row = {"config": name, "ranks": ranks, "views_per_s_median": statistics.median(views),
+        row = {"config": name, "ranks": ranks, "views_per_rank": group[0].get("views_per_rank", 1),
+               "views_per_s_median": statistics.median(views),
                "views_per_s_min": min(views), "views_per_s_max": max(views), "runs": len(group)}
         sync_views = median_of("sync", ranks, "views_per_s")
         floor_views = median_of("no-exchange", ranks, "views_per_s")
@@ -296,7 +309,7 @@ def paired_quality_deltas(runs: List[Dict], reference_runs: List[Dict]) -> Dict[
 
 def format_table(rows: List[Dict]) -> str:
     """Markdown table of the summary."""
-    columns = ["config", "ranks", "views_per_s_median", "views_per_s_min", "views_per_s_max", "ratio_to_sync",
+    columns = ["config", "ranks", "views_per_rank", "views_per_s_median", "views_per_s_min", "views_per_s_max", "ratio_to_sync",
                "step_time_vs_no_exchange", "scaling_efficiency", "exposed_wait_ms", "wait_hidden",
                "buckets_overlapped_fraction", "psnr", "ssim", "psnr_delta_mean", "psnr_delta_worst",
                "psnr_delta_pct_worst", "ssim_delta_mean", "ssim_delta_worst"]
