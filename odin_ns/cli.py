@@ -14,13 +14,16 @@ import tyro
 def subcommands() -> Dict[str, Type]:
     """Subcommand name -> command dataclass."""
     from odin_ns.benchmarks.bench import BenchCommand, BenchReportCommand
+    from odin_ns.benchmarks.host_waits import HostWaitsCommand
     from odin_ns.benchmarks.kernels_bench import KernelsBenchCommand
+    from odin_ns.benchmarks.memory_soak import MemorySoakCommand
     from odin_ns.benchmarks.timeline import TimelineCommand
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
 
     return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "bench": BenchCommand,
-            "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand}
+            "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand,
+            "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand}
 
 
 def entrypoint() -> None:

@@ -104,6 +104,15 @@ def training_views(camera: Cameras) -> List[int]:
     return list(views) if isinstance(views, (list, tuple)) else [int(views)]
 
 
+def scaled_intrinsics(camera: Cameras, scale: float) -> torch.Tensor:
+    """[C, 3, 3] pinhole intrinsics of ``camera`` rendered at ``scale`` times its resolution, built where the camera
+    lives: nerfstudio's ``rescale_output_resolution`` and ``get_intrinsics_matrices`` round-trip through host tensors,
+    each a copy the host waits for."""
+    fx, fy, cx, cy = (getattr(camera, name)[:, 0] * scale for name in ("fx", "fy", "cx", "cy"))
+    zeros, ones = torch.zeros_like(fx), torch.ones_like(fx)
+    return torch.stack([fx, zeros, cx, zeros, fy, cy, zeros, zeros, ones], dim=-1).view(-1, 3, 3)
+
+
 def image_size(camera: Cameras) -> Tuple[int, int]:
     """(width, height) in pixels of a one-camera ``Cameras``: the host copy training cameras carry in their metadata
     (``image_size``, attached by the datamanager: reading the device tensors would make the host wait for the GPU),
@@ -236,11 +245,9 @@ class OdinSplatfactoModel(SplatfactoModel):
         else:
             colors, sh_degree = torch.sigmoid(colors).squeeze(1), None
 
-        downscale = self._get_downscale_factor()
-        camera.rescale_output_resolution(1 / downscale)
-        Ks = camera.get_intrinsics_matrices().to(self.device)
-        width, height = int(full_width * (1 / downscale)), int(full_height * (1 / downscale))  # as the rescale rounds
-        camera.rescale_output_resolution(downscale)
+        scale = 1 / self._get_downscale_factor()
+        width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
+        Ks = scaled_intrinsics(camera, scale)
         return dict(
             means=params["means"],
             quats=params["quats"],
@@ -326,11 +333,12 @@ class OdinSplatfactoModel(SplatfactoModel):
         return images
 
     def get_metrics_dict(self, outputs, batch) -> Dict[str, torch.Tensor]:
-        """Splatfacto's training metrics over the step's views, left on the device (read only when logged)."""
+        """Splatfacto's training metrics over the step's views, left on the device (read only when logged); PSNR
+        computed here rather than by torchmetrics, whose update copies a count to the device every call."""
         if not self.training:
             return super().get_metrics_dict(outputs, batch)
-        metrics = {"psnr": self.psnr(outputs["rgb"], self._training_targets(batch, outputs["background"])),
-                   "gaussian_count": self.num_points}
+        error = (outputs["rgb"] - self._training_targets(batch, outputs["background"])).square().mean()
+        metrics = {"psnr": -10.0 * torch.log10(error), "gaussian_count": self.num_points}
         self.camera_optimizer.get_metrics_dict(metrics)
         return metrics
 
@@ -344,6 +352,8 @@ class OdinSplatfactoModel(SplatfactoModel):
             mask = torch.stack([self._downscale_if_required(mask) for mask in batch["mask"]]).to(self.device)
             target, predicted = target * mask, predicted * mask
         l1 = torch.abs(target - predicted).mean()
+        if self.ssim.win.device != predicted.device:  # a plain attribute: .to(device) on the model leaves it behind
+            self.ssim.win = self.ssim.win.to(predicted.device)
         ssim = 1 - self.ssim(target.permute(0, 3, 1, 2), predicted.permute(0, 3, 1, 2))
         losses = {"main_loss": (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim}
         if self.config.use_scale_regularization and self.step % 10 == 0:

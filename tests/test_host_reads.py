@@ -11,18 +11,16 @@ reads of the optimizers' step counters, which torch keeps on the host by design.
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
-from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import odin_ns.model
-from odin_ns.method_configs import odin_splatfacto
+from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
 
 HOST_READS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique2",
               "aten::unique_dim", "aten::equal", "aten::is_nonzero", "aten::unique_consecutive"}
@@ -54,31 +52,6 @@ class HostReadCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def in_process_trainer(scene: Path, output_dir: Path):
-    config = copy.deepcopy(odin_splatfacto.config)
-    config.data = scene
-    config.pipeline.datamanager.data = scene
-    config.output_dir = output_dir
-    config.vis = "tensorboard"
-    config.machine.device_type = "cpu"
-    config.pipeline.model.num_downscales = 0
-    config.pipeline.model.warmup_length = 10_000  # no refine in the steps looked at
-    config.logging.steps_per_log = 1000
-    config.set_timestamp()
-    trainer = config.setup(local_rank=0, world_size=1)
-    trainer.setup()
-    return trainer
-
-
-def run_step(trainer, step: int) -> None:
-    """One step as nerfstudio's training loop runs it, callbacks included (the densification strategy's among them)."""
-    for callback in trainer.callbacks:
-        callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-    trainer.train_iteration(step)
-    for callback in trainer.callbacks:
-        callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
-
-
 @contextmanager
 def rasterizer_not_counted(counter: HostReadCounter):
     original = odin_ns.model.rasterize_fn
@@ -104,7 +77,7 @@ def rasterizer_not_counted(counter: HostReadCounter):
 
 @pytest.mark.slow
 def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path: Path):
-    trainer = in_process_trainer(tiny_scene, tmp_path)
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", warmup_length=10_000)  # no refine in these steps
     for step in range(1, 6):
         run_step(trainer, step)
     step_counters = {
@@ -123,3 +96,19 @@ def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path:
     with counter:  # the hook does see reads: the rasterizer's own, counted when not paused
         run_step(trainer, 9)
     assert counter.reads
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5, 0.25])
+def test_intrinsics_built_on_the_device_equal_nerfstudios(scale: float):
+    from nerfstudio.cameras.cameras import Cameras
+
+    from odin_ns.model import scaled_intrinsics
+
+    def cameras() -> Cameras:
+        return Cameras(camera_to_worlds=torch.eye(4)[:3].repeat(2, 1, 1), fx=torch.tensor([[500.0], [401.0]]),
+                       fy=torch.tensor([[510.0], [411.0]]), cx=torch.tensor([[320.0], [301.5]]),
+                       cy=torch.tensor([[240.0], [199.5]]), width=640, height=480)
+
+    rescaled = cameras()
+    rescaled.rescale_output_resolution(scale)
+    assert torch.equal(scaled_intrinsics(cameras(), scale), rescaled.get_intrinsics_matrices())

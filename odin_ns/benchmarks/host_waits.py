@@ -1,0 +1,104 @@
+"""Where a steady training step makes the host wait for the GPU, by call site (CUDA only).
+
+Trains odin-splatfacto in-process on one GPU for a few warm-up steps, then runs steps under torch's CUDA sync debug
+mode, which warns at every operation that synchronises the host with the device (``.item()``, ``nonzero``, copies
+from pageable host memory...); each warning is attributed to the call site that made it. A sync is a place where
+host and GPU time add up instead of overlapping.
+
+Usage: ``python -m odin_ns.benchmarks.host_waits --data data/cup77 --views-per-rank 1 4``.
+"""
+
+from __future__ import annotations
+
+import copy
+import traceback
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Tuple
+
+import torch
+import tyro
+from nerfstudio.engine.callbacks import TrainingCallbackLocation
+
+from odin_ns.method_configs import odin_splatfacto
+
+
+def in_process_trainer(data: Path, output_dir: Path, device_type: str, views_per_rank: int = 1, **model_options):
+    """An OdinTrainer set up in this process (one rank, no viewer, no periodic evaluation or saving)."""
+    config = copy.deepcopy(odin_splatfacto.config)
+    config.data = config.pipeline.datamanager.data = Path(data)
+    config.output_dir = Path(output_dir)
+    config.vis = "tensorboard"
+    config.machine.device_type = device_type
+    config.pipeline.model.num_downscales = 0
+    for name, value in model_options.items():
+        setattr(config.pipeline.model, name, value)
+    config.pipeline.datamanager.views_per_rank = views_per_rank
+    config.logging.steps_per_log = 1000
+    config.steps_per_eval_image = config.steps_per_eval_all_images = config.steps_per_save = 1_000_000
+    config.set_timestamp()
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    return trainer
+
+
+def run_step(trainer, step: int) -> None:
+    """One step as nerfstudio's training loop runs it, callbacks included (the densification strategy's among them)."""
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+    trainer.train_iteration(step)
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+
+
+@dataclass
+class HostWaitsCommand:
+    """Count and locate the host synchronisations of steady training steps on one GPU."""
+
+    data: Path
+    views_per_rank: Tuple[int, ...] = (1,)
+    warmup_steps: int = 30
+    steps: int = 3
+    out: Path = Path("outputs/host_waits")
+
+    def main(self) -> None:
+        if not torch.cuda.is_available():
+            raise SystemExit("error: host waits are a GPU matter: this needs CUDA")
+        for views in self.views_per_rank:
+            trainer = in_process_trainer(self.data, self.out / f"views{views}", "cuda", views)
+            for step in range(1, self.warmup_steps):
+                run_step(trainer, step)
+            torch.cuda.synchronize()
+            sites = self._count(trainer)
+            print(f"views per rank {views}: {sum(sites.values()) / self.steps:.1f} host syncs per step")
+            for site, count in sites.most_common(20):
+                print(f"  {count / self.steps:.1f}  {site}")
+
+    def _count(self, trainer) -> Counter:
+        sites: Counter = Counter()
+
+        def record(message, category, filename, lineno, file=None, line=None):
+            frames = [frame for frame in traceback.extract_stack()
+                      if "site-packages/torch/" not in frame.filename and "warnings" not in frame.filename]
+            sites[" <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}" for f in reversed(frames[-5:-1]))] += 1
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = record
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                for step in range(self.warmup_steps, self.warmup_steps + self.steps):
+                    run_step(trainer, step)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        return sites
+
+
+def entrypoint() -> None:
+    tyro.cli(HostWaitsCommand).main()
+
+
+if __name__ == "__main__":
+    entrypoint()
