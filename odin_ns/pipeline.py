@@ -123,6 +123,11 @@ class OdinPipeline(VanillaPipeline):
         if self.runtime is not None:
             self.runtime.drain()
 
+    def check_finite(self) -> None:
+        """NonFiniteGradientError on every rank if a unit's gradients held NaN/Inf on some rank (collective)."""
+        if self.runtime is not None:
+            self.runtime.check_finite()
+
     def take_unit_records(self) -> List[UnitRecord]:
         """Records of the units published since the last call (reading them waits for the GPU: call at logging
         steps); the runtime forgets them."""

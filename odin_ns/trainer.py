@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Type
@@ -52,6 +54,14 @@ def to_python_scalars(value: Any) -> Any:
 def launched_by_torchrun() -> bool:
     """True in a process that torchrun started as one of several ranks."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "LOCAL_RANK" in os.environ
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def checkpoint_name(step: int) -> str:
+    """nerfstudio's checkpoint file name for ``step`` (its loader parses it back)."""
+    return f"step-{step:09d}.ckpt"
 
 
 def state_digest_path(run_dir: Path, rank: int) -> Path:
@@ -91,6 +101,11 @@ class OdinTrainer(Trainer):
             CONSOLE.log(f"{views} views per step: learning rates x sqrt({views}), Adam eps / sqrt({views}), "
                         f"betas ** {views}, schedules counted in steps of {views} views")
         super().__init__(config, self.context.local_rank, self.context.world_size)
+        self._stop_requested = 0
+        """The signal this rank received (0: none)."""
+        self._stop_signal = 0
+        """The signal some rank received, once the ranks agreed to stop."""
+        self._completed_step = -1
         self._profile_window = None  # built only when asked for: training without it never touches the profiler
         if config.profile_steps > 0:
             from odin_ns.profiling import ProfileWindow
@@ -112,6 +127,22 @@ class OdinTrainer(Trainer):
         if world_size > 1:
             return DistContext.joined(local_rank, device, timeout_s)
         return DistContext.single(device, timeout_s)
+
+    def _load_checkpoint(self) -> None:
+        """nerfstudio's loading, after checking that the checkpoint is a whole file: a truncated one fails with a
+        line naming it rather than deep inside torch's unpickler."""
+        path = self.config.load_checkpoint
+        if self.config.load_dir is not None:
+            step = self.config.load_step
+            if step is None:
+                steps = [int(name[name.find("-") + 1 : name.find(".")]) for name in os.listdir(self.config.load_dir)
+                         if name.endswith(".ckpt")]
+                step = max(steps, default=None)
+            self.config.load_step = step  # nerfstudio would also count a partial file's step
+            path = self.config.load_dir / checkpoint_name(step) if step is not None else None
+        if path is not None and path.exists() and not zipfile.is_zipfile(path):
+            raise SystemExit(f"error: checkpoint {path} is truncated or not a torch checkpoint")
+        super()._load_checkpoint()
 
     @staticmethod
     def _share_run_directory(config: OdinTrainerConfig, context: DistContext) -> None:
@@ -168,8 +199,43 @@ class OdinTrainer(Trainer):
         self.optimizers.zero_grad_all()
         loss, loss_dict, metrics_dict = self.pipeline.train_unit(step, self.optimizers)
         self.optimizers.scheduler_step_all(step)
+        self._completed_step = step
         self._log_units(step)
+        if step % self.config.logging.steps_per_log == 0:  # steps every rank shares: collectives may run here
+            self.pipeline.check_finite()
+            self._agree_to_stop()
+        elif self.context.world_size == 1:
+            self._agree_to_stop()
         return loss, loss_dict, metrics_dict
+
+    def train(self) -> None:
+        """nerfstudio's training loop, with SIGINT and SIGTERM turned into a stop that every rank agrees on: the
+        ranks drain, rank 0 writes a checkpoint of the last step, and every rank exits non-zero saying where it is.
+        A second signal stops at once."""
+        handlers = {number: signal.signal(number, self._request_stop) for number in STOP_SIGNALS}
+        try:
+            super().train()
+        finally:
+            for number, handler in handlers.items():
+                signal.signal(number, handler)
+        if self._stop_signal:
+            self.context.barrier("checkpoint written")
+            name = signal.Signals(self._stop_signal).name
+            CONSOLE.print(f"rank {self.context.rank}: training stopped by {name} after step {self._completed_step}; "
+                          f"checkpoint: {self.checkpoint_dir / checkpoint_name(self._completed_step)}")
+            raise SystemExit(128 + self._stop_signal)
+
+    def _request_stop(self, number: int, frame: Any) -> None:
+        if self._stop_requested:
+            signal.signal(number, signal.SIG_DFL)
+            raise KeyboardInterrupt
+        self._stop_requested = number
+
+    def _agree_to_stop(self) -> None:
+        """Stop after this step if any rank was asked to (collective with several ranks)."""
+        requested = torch.tensor([self._stop_requested], device=self.context.device)
+        self._stop_signal = int(self.context.gather(requested, "stop request").max())
+        self.stop_training = self.stop_training or bool(self._stop_signal)
 
     def _log_units(self, step: int, force: bool = False) -> None:
         """At logging steps, append the newly published units' records to this rank's unit log (``unit_log``) and,
@@ -198,9 +264,12 @@ class OdinTrainer(Trainer):
 
     def _after_train(self) -> None:
         """Training that ends inside the profile window still writes its trace (before the final checkpoint); after
-        it, every rank records the digests of its final state."""
+        it, every rank records the digests of its final state. A stopped run's checkpoint is its last trained step
+        (nerfstudio's loop has already moved ``step`` to the next one)."""
         if self._profile_window is not None:
             self._profile_window.close()
+        if self._stop_signal:
+            self.step = self._completed_step
         super()._after_train()
         digests = self.pipeline.state_digests(self.optimizers)
         state_digest_path(self.base_dir, self.context.rank).write_text(json.dumps(digests, indent=1, sort_keys=True))
@@ -213,7 +282,8 @@ class OdinTrainer(Trainer):
         if not self.context.is_main:
             return
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint_path = self.checkpoint_dir / f"step-{step:09d}.ckpt"
+        checkpoint_path = self.checkpoint_dir / checkpoint_name(step)
+        partial = checkpoint_path.with_name(checkpoint_path.name + ".partial")
         torch.save(
             {
                 "step": step,
@@ -222,8 +292,9 @@ class OdinTrainer(Trainer):
                 "schedulers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.schedulers.items()}),
                 "scalers": self.grad_scaler.state_dict(),
             },
-            checkpoint_path,
+            partial,
         )
+        os.replace(partial, checkpoint_path)  # atomic: a crash while writing never leaves a truncated checkpoint
         if self.config.save_only_latest_checkpoint:
             for stale in self.checkpoint_dir.glob("*.ckpt"):
                 if stale != checkpoint_path:

@@ -27,6 +27,7 @@ from runtime_toy import (
 )
 
 from odin_ns.runtime.executor import StaleUnitError
+from odin_ns.runtime.finite import NonFiniteGradientError
 from odin_ns.runtime.records import UnitRecord, summarize
 from odin_ns.structural_barrier import DrainingBarrier
 
@@ -60,6 +61,27 @@ def train(rank: int, schedule, params: dict[str, torch.Tensor], **config) -> tup
     run_schedule(runtime, schedule, rank)
     runtime.drain()
     return model.snapshot(), [record.to_json() for record in runtime.stats.take()]
+
+
+def nan_on_one_rank_error(rank: int) -> str:
+    """Rank 1's unit 5 produces a NaN gradient; the check at a later shared step must stop every rank, naming it."""
+    model = ToyModel(initial_params())
+    runtime = make_runtime(model, mode="quality-first")
+    for unit, views in enumerate(DISJOINT[:9]):
+        compute_fn, visible_fn = unit_functions(views[rank])
+        if unit == 5 and rank == 1:
+            def poisoned(views_of_unit, compute_fn=compute_fn):
+                loss, visible = compute_fn(views_of_unit)
+                views_of_unit["colors"].grad[visible.nonzero()[0]] = float("nan")
+                return loss, visible
+            compute_fn = poisoned
+        runtime.run_unit(unit, compute_fn, visible_fn)
+    try:
+        runtime.check_finite()
+    except NonFiniteGradientError as error:
+        runtime.context.barrier("leave together")
+        return str(error)
+    return "no error"
 
 
 def run_with_structural_change(runtime, model: ToyModel, schedule, split: int, rank: int, run=run_schedule) -> None:
@@ -136,6 +158,7 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
     for mode in ("sync", "quality-first"):
         results[f"densify/{mode}"] = (train_with_densification(rank, mode), [])
     results["stale"] = stale_publication_error(rank)
+    results["nan"] = nan_on_one_rank_error(rank)
     torch.save(results, out_dir / f"rank{rank}.pt")
 
 
@@ -264,6 +287,11 @@ def test_structural_change_keeps_ranks_identical(results):
 def test_publishing_a_unit_staged_before_a_structural_change_raises(results):
     for rank_results in results:
         assert "staged against structure version 0" in rank_results["stale"]
+
+
+def test_a_nan_on_one_rank_stops_every_rank_naming_its_origin(results):
+    for rank_results in results:
+        assert "['colors'] on rank 1 at step 5" in rank_results["nan"], rank_results["nan"]
 
 
 def test_dead_peer_makes_the_survivor_fail_with_a_clear_error(tmp_path):

@@ -23,7 +23,7 @@ from odin_ns.kernels import BITS_PER_WORD, gather_rows_packed, scatter_rows_pack
 
 RowRange = tuple[int, int]
 STATISTIC_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
-_all_gather_into_tensor = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+all_gather_into_tensor = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 """torch 2.14 renamed all_gather_into_tensor (and deprecated the old name); older torch has only the old name."""
 
 
@@ -175,7 +175,7 @@ def all_gather_async(
         what,
         output,
         (local,),
-        lambda: _all_gather_into_tensor(output.view(-1), local.view(-1), group=group, async_op=True),
+        lambda: all_gather_into_tensor(output.view(-1), local.view(-1), group=group, async_op=True),
         timeout,
         clock,
         stream,

@@ -23,6 +23,7 @@ from odin_ns.comm.collectives import (
     Collective,
     LocalResult,
     all_gather_async,
+    all_gather_into_tensor,
     all_reduce_statistics,
     all_reduce_sum_async,
 )
@@ -137,6 +138,15 @@ class DistContext:
         both = torch.stack([values, -values])
         self._blocking(what, lambda: dist.all_reduce(both, op=dist.ReduceOp.MAX, group=self.group, async_op=True))
         return both[0] == -both[1]
+
+    def gather(self, values: torch.Tensor, what: str) -> torch.Tensor:
+        """[world_size, *values.shape]: every rank's ``values`` (blocking)."""
+        if self.world_size == 1:
+            return values[None]
+        output = values.new_empty((self.world_size, *values.shape))
+        self._blocking(what, lambda: all_gather_into_tensor(output.view(-1), values.contiguous().view(-1),
+                                                            group=self.group, async_op=True))
+        return output
 
     def all_gather_async(
         self, local: torch.Tensor, what: str, clock: Clock, stream: torch.cuda.Stream | None

@@ -27,6 +27,7 @@ from odin_ns.comm.context import DistContext
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.comm.collectives import consecutive_runs
 from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedUnit, StaleUnitError, check_version
+from odin_ns.runtime.finite import FiniteWatch
 from odin_ns.runtime.optimizer import RowOptimizer
 from odin_ns.runtime.publication import Publication
 from odin_ns.runtime.records import Clock, RuntimeStats, UnitTrace, latest
@@ -102,6 +103,8 @@ class OdinRuntime:
         if self.policy.needs_delay_bounds and missing:
             raise ValueError(f"delayed reads need the position and opacity tensors, missing {sorted(missing)}")
         self._params = dict(params)
+        if self.structure_version < 0:
+            self._finite = FiniteWatch(list(params), first.device)
         self._publication.bind(params, optimizers if optimizers is not None else self._publication.optimizer_of)
         self._exchange.plan(list(self._params.values()))
         self.structure_version += 1
@@ -150,9 +153,15 @@ class OdinRuntime:
 
     def drain(self) -> None:
         """Exchange and publish every staged unit, then meet all ranks at a barrier (before structural changes,
-        evaluation, checkpoints and the end of training)."""
+        evaluation, checkpoints and the end of training); NonFiniteGradientError if a unit's gradients held NaN/Inf."""
         self._publish_pending()
         self.context.barrier("drain barrier")
+        self.check_finite()
+
+    def check_finite(self) -> None:
+        """Raise NonFiniteGradientError on every rank if some rank staged a NaN/Inf gradient (collective: call it at
+        steps all ranks share, such as logging steps)."""
+        self._finite.check(self.context)
 
     def verify_replicas(self) -> None:
         """Raise ReplicaDivergenceError unless every rank holds bitwise the same Gaussians and optimizer state."""
@@ -219,6 +228,7 @@ class OdinRuntime:
         self.context.all_reduce_mean_(grads, f"dense gradients of unit {unit_id}")
 
     def _stage(self, unit_id: int, staging: dict[str, torch.Tensor], visible: torch.Tensor, trace: UnitTrace) -> StagedUnit:
+        self._finite.observe(unit_id, staging)
         return StagedUnit(
             unit_id, self.structure_version, staging, self._scope(visible), trace, self._publication.learning_rates()
         )
