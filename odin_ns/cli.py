@@ -1,4 +1,4 @@
-"""``odin-ns``: the project's command line (demo scene, AOT plan, benchmarks, profiler timelines).
+"""``odin-ns``: the project's command line (demo scene, AOT plan, PLY export, benchmarks, profiler timelines).
 
 Each subcommand is a dataclass with a ``main()`` method, defined next to the code it drives; this module only
 names them.
@@ -20,8 +20,9 @@ def subcommands() -> Dict[str, Type]:
     from odin_ns.benchmarks.timeline import TimelineCommand
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
+    from odin_ns.export import ExportCommand
 
-    return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "bench": BenchCommand,
+    return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "export": ExportCommand, "bench": BenchCommand,
             "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand,
             "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand}
 
