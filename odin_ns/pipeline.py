@@ -25,7 +25,7 @@ from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime
 from odin_ns.runtime.records import UnitRecord
 from odin_ns.runtime.replicas import digests
-from odin_ns.structural_barrier import DrainingBarrier
+from odin_ns.structural_barrier import GSPLAT_STATISTIC_OPS, DrainingBarrier
 from odin_ns.sync.gate import ReaderSensitivity, pinhole_sensitivity
 
 
@@ -122,6 +122,26 @@ class OdinPipeline(VanillaPipeline):
         """Publish every in-flight unit on every rank (collective): before evaluation, checkpoints and the end."""
         if self.runtime is not None:
             self.runtime.drain()
+
+    def densification_statistics(self) -> Dict[str, torch.Tensor]:
+        """Every rank's densification statistics (gsplat's ``grad2d``, ``count``, ``radii``) stacked [world_size, N]
+        on the CPU, for a checkpoint (collective). Each rank keeps its own between refines (they are reduced just
+        before one), so a resumed run must give each rank back its own to refine as an uninterrupted run would."""
+        statistics = {key: value for key, value in sorted(self.model.strategy_state.items()) if torch.is_tensor(value)}
+        return {key: self.context.gather(value, f"densification statistic {key}").cpu() for key, value in statistics.items()}
+
+    def restore_densification_statistics(self, statistics: Dict[str, torch.Tensor]) -> None:
+        """Give this rank its row of a checkpoint's ``densification_statistics``; from a run with another number of
+        ranks, rank 0 takes their reduction and the others start from zero (the next refine sees the same sums)."""
+        rank, world_size = self.context.rank, self.context.world_size
+        for key, per_rank in statistics.items():
+            if per_rank.shape[0] == world_size:
+                value = per_rank[rank]
+            elif rank == 0:
+                value = per_rank.amax(0) if GSPLAT_STATISTIC_OPS.get(key) == "max" else per_rank.sum(0)
+            else:
+                value = torch.zeros_like(per_rank[0])
+            self.model.strategy_state[key] = value.to(self.device)
 
     def check_finite(self) -> None:
         """NonFiniteGradientError on every rank if a unit's gradients held NaN/Inf on some rank (collective)."""

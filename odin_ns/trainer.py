@@ -129,8 +129,8 @@ class OdinTrainer(Trainer):
         return DistContext.single(device, timeout_s)
 
     def _load_checkpoint(self) -> None:
-        """nerfstudio's loading, after checking that the checkpoint is a whole file: a truncated one fails with a
-        line naming it rather than deep inside torch's unpickler."""
+        """nerfstudio's loading, after checking that the checkpoint is a whole file (a truncated one fails with a
+        line naming it rather than deep inside torch's unpickler), then this rank's densification statistics."""
         path = self.config.load_checkpoint
         if self.config.load_dir is not None:
             step = self.config.load_step
@@ -143,6 +143,9 @@ class OdinTrainer(Trainer):
         if path is not None and path.exists() and not zipfile.is_zipfile(path):
             raise SystemExit(f"error: checkpoint {path} is truncated or not a torch checkpoint")
         super()._load_checkpoint()
+        if path is not None:
+            statistics = torch.load(path, map_location="cpu").get("densification_statistics", {})
+            self.pipeline.restore_densification_statistics(statistics)
 
     @staticmethod
     def _share_run_directory(config: OdinTrainerConfig, context: DistContext) -> None:
@@ -279,6 +282,7 @@ class OdinTrainer(Trainer):
         with self.train_lock:  # the viewer renders under this lock: never a half-published state
             self.pipeline.drain()
         self._log_units(step, force=True)
+        statistics = self.pipeline.densification_statistics()  # collective: before rank 0 alone goes on
         if not self.context.is_main:
             return
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -291,6 +295,7 @@ class OdinTrainer(Trainer):
                 "optimizers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.optimizers.items()}),
                 "schedulers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.schedulers.items()}),
                 "scalers": self.grad_scaler.state_dict(),
+                "densification_statistics": statistics,
             },
             partial,
         )

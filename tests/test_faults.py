@@ -12,6 +12,7 @@ import psutil
 import pytest
 import torch
 
+from test_multirank_e2e import assert_bitwise_equal_runs
 from training import BIN, QUIET_TRAINING, torchrun, train
 
 
@@ -53,3 +54,20 @@ def test_a_truncated_checkpoint_is_refused_in_one_line(tiny_scene: Path, tmp_pat
     )
     assert resumed.returncode != 0
     assert f"error: checkpoint {checkpoint} is truncated" in resumed.stderr + resumed.stdout
+
+
+REFINE_OFTEN = ("--pipeline.model.warmup-length", "40", "--pipeline.model.refine-every", "40",
+                "--pipeline.model.reset-alpha-every", "30", "--pipeline.odin.mode", "quality-first")
+"""Counted in views, 2 ranks: refines at steps 40, 60 and 80 (an opacity reset at step 0), so a run stopped at step 50
+carries ten steps of densification statistics into the refine at step 60."""
+
+
+@pytest.mark.slow
+def test_resume_equals_uninterrupted_across_a_refine(tiny_scene: Path, tmp_path: Path):
+    whole = train(tiny_scene, tmp_path / "whole", 71, *REFINE_OFTEN, launcher=torchrun(2))
+    first = train(tiny_scene, tmp_path / "first", 51, *REFINE_OFTEN, launcher=torchrun(2))
+    resumed = train(tiny_scene, tmp_path / "resumed", 20, *REFINE_OFTEN, "--load-dir",
+                    str(first / "nerfstudio_models"), launcher=torchrun(2))
+    assert_bitwise_equal_runs(whole, resumed, ranks=2)
+    means = torch.load(next((whole / "nerfstudio_models").glob("*.ckpt")), map_location="cpu")["pipeline"]
+    assert means["_model.gauss_params.means"].shape[0] > 1856, "the runs must have refined"

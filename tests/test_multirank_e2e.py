@@ -31,13 +31,15 @@ CAMERA_OPTIMIZER = ("--pipeline.model.camera-optimizer.mode", "SO3xR3")
 
 
 def checkpoint_tensors(run_dir: Path) -> Dict[str, torch.Tensor]:
-    """Every tensor of the final checkpoint: the pipeline's and every optimizer's state, step counts included."""
+    """Every tensor of the final checkpoint: the pipeline's, every optimizer's state (step counts included) and every
+    rank's densification statistics."""
     (checkpoint,) = (run_dir / "nerfstudio_models").glob("*.ckpt")
     state = torch.load(checkpoint, map_location="cpu")
     tensors = {f"pipeline.{key}": value for key, value in state["pipeline"].items() if isinstance(value, torch.Tensor)}
     for group, optimizer in state["optimizers"].items():
         for index, moments in optimizer["state"].items():
             tensors.update({f"{group}.{index}.{key}": value for key, value in moments.items()})
+    tensors.update({f"densification.{key}": value for key, value in state["densification_statistics"].items()})
     return tensors
 
 
