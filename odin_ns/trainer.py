@@ -218,11 +218,14 @@ class OdinTrainer(Trainer):
         handlers = {number: signal.signal(number, self._request_stop) for number in STOP_SIGNALS}
         try:
             super().train()
+            if self._stop_signal:
+                self.context.barrier("checkpoint written")
         finally:
             for number, handler in handlers.items():
                 signal.signal(number, handler)
+            if launched_by_torchrun():  # the group this trainer joined (nerfstudio's launcher destroys its own)
+                self.context.destroy()
         if self._stop_signal:
-            self.context.barrier("checkpoint written")
             name = signal.Signals(self._stop_signal).name
             CONSOLE.print(f"rank {self.context.rank}: training stopped by {name} after step {self._completed_step}; "
                           f"checkpoint: {self.checkpoint_dir / checkpoint_name(self._completed_step)}")
