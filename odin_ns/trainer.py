@@ -101,6 +101,7 @@ class OdinTrainer(Trainer):
             CONSOLE.log(f"{views} views per step: learning rates x sqrt({views}), Adam eps / sqrt({views}), "
                         f"betas ** {views}, schedules counted in steps of {views} views")
         super().__init__(config, self.context.local_rank, self.context.world_size)
+        self.stop_training = False
         self._stop_requested = 0
         """The signal this rank received (0: none)."""
         self._stop_signal = 0
@@ -238,9 +239,12 @@ class OdinTrainer(Trainer):
         self._stop_requested = number
 
     def _agree_to_stop(self) -> None:
-        """Stop after this step if any rank was asked to (collective with several ranks)."""
-        requested = torch.tensor([self._stop_requested], device=self.context.device)
-        self._stop_signal = int(self.context.gather(requested, "stop request").max())
+        """Stop after this step if any rank was asked to (collective with several ranks; alone, no device work)."""
+        if self.context.world_size == 1:
+            self._stop_signal = self._stop_requested
+        else:
+            requested = torch.tensor([self._stop_requested], device=self.context.device)
+            self._stop_signal = int(self.context.gather(requested, "stop request").max())
         self.stop_training = self.stop_training or bool(self._stop_signal)
 
     def _log_units(self, step: int, force: bool = False) -> None:

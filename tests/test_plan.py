@@ -245,9 +245,10 @@ def test_datamanager_ranks_get_disjoint_views_covering_the_epoch(cup77):
         per_rank = []
         for manager in managers:
             camera, data = manager.next_train(step)
-            view = camera.metadata["cam_idx"]
-            assert camera.shape == (1,) and data["image"].shape == (150, 200, 3)
-            assert torch.equal(data["image"], manager.cached_train[view]["image"])
+            (view,) = camera.metadata["cam_idx"]
+            assert camera.shape == (1,) and data["image"].shape == (1, 150, 200, 3)
+            assert camera.metadata["image_size"] == (200, 150)
+            assert torch.equal(data["image"][0], manager.cached_train[view]["image"])
             per_rank.append(view)
         assert per_rank[0] != per_rank[1]
         assert managers[1].unit_views(step) == [[per_rank[0]], [per_rank[1]]]
@@ -263,5 +264,16 @@ def test_plan_command_file_drives_a_datamanager_of_another_batch(cup77, tmp_path
     manager = cup77_datamanager(cup77, 0, 1, plan_path=tmp_path / "plan.npz")
     assert manager.plan.world_size == 1 and manager.plan.views_per_rank == 1  # the file is rescheduled
     cameras, data = manager.next_train(0)
-    assert cameras.shape == (1,) and data["image"].shape == (150, 200, 3)
-    assert manager.unit_views(0) == [[cameras.metadata["cam_idx"]]]
+    assert cameras.shape == (1,) and data["image"].shape == (1, 150, 200, 3)
+    assert manager.unit_views(0) == [cameras.metadata["cam_idx"]]
+
+
+def test_a_datamanager_serves_several_views_per_rank_as_one_batch(cup77):
+    manager = cup77_datamanager(cup77, 1, 2, views_per_rank=3)
+    cameras, data = manager.next_train(4)
+    views = manager.unit_views(4)[1]
+    assert cameras.metadata["cam_idx"] == views and len(views) == 3
+    assert cameras.shape == (3,) and data["image"].shape == (3, 150, 200, 3)
+    for index, view in enumerate(views):
+        assert torch.equal(data["image"][index], manager.cached_train[view]["image"])
+        assert torch.equal(cameras.camera_to_worlds[index], manager.train_cameras.camera_to_worlds[view])
