@@ -114,7 +114,7 @@ class GradientExchange:
             scopes = torch.cat([scopes, maxima.view(torch.int32)])
         gathered = self.context.all_gather_async(scopes, f"scope exchange of unit {staged.unit_id}", self.clock, self.stream)
         in_flight = InFlightExchange(staged, gathered)
-        staged.trace.bytes_exchanged += gathered.payload_bytes
+        staged.trace.record.bytes_exchanged += gathered.payload_bytes
         if self.config.exchange == "dense":
             self._launch_buckets(in_flight, scoped_indices=None)
         return in_flight
@@ -176,16 +176,16 @@ class GradientExchange:
         of them in each bucket) and all-reduce each bucket's slice of the packed buffer in place."""
         staged = in_flight.staged
         if self.context.world_size == 1:
-            staged.trace.exchange = "local"
+            staged.trace.record.exchange = "local"
             return
         grads = list(staged.grads.values())
         num_rows = self.buckets.num_rows
         if scoped_indices is None:
-            staged.trace.exchange = "dense"
+            staged.trace.record.exchange = "dense"
             in_flight.packed = pack_rows(grads, (0, num_rows))
             in_flight.packed_offsets = [lo for lo, _ in self.buckets.ranges] + [num_rows]
         else:
-            staged.trace.exchange = "scoped"
+            staged.trace.record.exchange = "scoped"
             in_flight.packed = pack_rows(grads, (0, num_rows), scoped_indices)
             in_flight.packed_offsets = [0, *itertools.accumulate(rows_per_bucket)]
             in_flight.scoped_indices = scoped_indices
@@ -199,7 +199,7 @@ class GradientExchange:
                 self.clock,
                 self.stream,
             )
-            staged.trace.bytes_exchanged += collective.payload_bytes
+            staged.trace.record.bytes_exchanged += collective.payload_bytes
             in_flight.buckets[bucket] = collective
 
 

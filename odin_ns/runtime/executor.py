@@ -30,7 +30,7 @@ from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedU
 from odin_ns.runtime.finite import FiniteWatch
 from odin_ns.runtime.optimizer import RowOptimizer
 from odin_ns.runtime.publication import Publication
-from odin_ns.runtime.records import Clock, RuntimeStats, UnitTrace, latest
+from odin_ns.runtime.records import Clock, RuntimeStats, UnitRecord, UnitTrace, latest
 from odin_ns.runtime.replicas import optimizer_tensors, verify_replicas
 from odin_ns.runtime.shadow import shadow_views, staged_gradients
 from odin_ns.runtime.window import SyncPathStretches, decide, saw_stale_rows, with_delay_bounds
@@ -123,10 +123,10 @@ class OdinRuntime:
         """Run one unit; return its loss. In the overlapped modes the unit stays staged until the next ``run_unit``
         or ``drain``, and ``visible_fn`` (its read scope) is required; throughput-first also needs
         ``sensitivity_fn``, which turns the bound on a delayed read into the unit's pixels."""
-        trace = UnitTrace(unit_id, self.config.mode, self.structure_version)
+        trace = UnitTrace(UnitRecord(unit_id, self.config.mode, self.structure_version))
         if not self.config.overlapped or self._stretches.take_sync_unit():
             self._publish_pending()  # leaving the overlap: the staged unit publishes first, as under sync
-            trace.sync_path = self.config.overlapped
+            trace.record.sync_path = self.config.overlapped
             loss, visible, staging = self._compute(compute_fn, shadow_views(self._params), trace, "compute_s", ())
             self._publish_all(self._exchange.launch(self._stage(unit_id, staging, visible, trace), read_scope=None))
             self._average_dense_gradients(unit_id)
@@ -145,7 +145,7 @@ class OdinRuntime:
             late_buckets = in_flight.unpublished_with_updates()
             self._publish_all(in_flight)
             if late_buckets and self._saw_stale_rows(in_flight, late_buckets, visible, visible_fn):
-                trace.reruns += 1
+                trace.record.reruns += 1
                 loss, visible, staging = self._compute(compute_fn, shadow_views(self._params), trace, "rerun_compute_s", ())
         self._pending = self._stage(unit_id, staging, visible, trace)
         self._average_dense_gradients(unit_id)
@@ -203,7 +203,7 @@ class OdinRuntime:
         for run in consecutive_runs(decision.publish_first):
             self._publish_run(in_flight, run)
         self._stretches.count(decision.record)
-        trace.window = decision.record
+        trace.record.window = decision.record
         return in_flight
 
     def _scope(self, visible: torch.Tensor) -> torch.Tensor:

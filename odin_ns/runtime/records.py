@@ -13,7 +13,7 @@ import json
 import statistics
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ class WindowRecord:
         return cls(**{**data, **bounds})
 
 
-@dataclass(frozen=True)
+@dataclass
 class UnitRecord:
     """What happened to one unit on one rank (times in seconds, see ``SPANS``)."""
 
@@ -225,17 +225,11 @@ def latest(stamps: list[Stamp]) -> Stamp:
 
 @dataclass
 class UnitTrace:
-    """A unit's record while the runtime works on it: spans as unresolved stamps, the update count on the device."""
+    """A unit's record while the runtime works on it: the record's counters, spans as unresolved stamps, and the
+    update count as a device tensor."""
 
-    unit_id: int
-    mode: str
-    structure_version: int
-    exchange: str = ""
-    reruns: int = 0
-    bytes_exchanged: int = 0
+    record: UnitRecord
     update_rows: int | torch.Tensor = 0
-    window: WindowRecord | None = None
-    sync_path: bool = False
     spans: dict[str, list[tuple[Stamp, Stamp]]] = field(default_factory=dict)
 
     def add_span(self, name: str, start: Stamp, end: Stamp) -> None:
@@ -245,18 +239,8 @@ class UnitTrace:
 
     def resolve(self) -> UnitRecord:
         """The record, with spans summed to seconds and device counters read (waits for the GPU)."""
-        return UnitRecord(
-            unit_id=self.unit_id,
-            mode=self.mode,
-            structure_version=self.structure_version,
-            exchange=self.exchange,
-            reruns=self.reruns,
-            bytes_exchanged=self.bytes_exchanged,
-            update_rows=int(self.update_rows),
-            window=self.window,
-            sync_path=self.sync_path,
-            **{name: sum(seconds_between(*span) for span in self.spans.get(name, ())) for name in SPANS},
-        )
+        spans = {name: sum(seconds_between(*span) for span in self.spans.get(name, ())) for name in SPANS}
+        return replace(self.record, update_rows=int(self.update_rows), **spans)
 
 
 @dataclass
