@@ -31,7 +31,7 @@ def test_quality_deltas_pair_runs_with_sync_of_the_same_seed():
     assert first["psnr_delta_mean"] == pytest.approx((0.5 - 0.2) / 2)
     assert first["psnr_delta_worst"] == pytest.approx(-0.2)
     assert first["psnr_delta_pct_worst"] == pytest.approx(-0.2 / 27.0 * 100)
-    assert rows["sync"]["psnr_delta_worst"] == 0.0
+    assert "psnr_delta_worst" not in rows["sync"]  # the reference itself
 
 
 def test_paired_quality_deltas_take_the_worst_lpips_as_the_highest():
@@ -115,3 +115,21 @@ def test_bench_report_refuses_mixed_benches_and_repeated_seeds(tmp_path: Path):
         BenchReportCommand(results=(first, other_steps), out=tmp_path / "x").main()
     with pytest.raises(SystemExit, match="appears twice"):
         BenchReportCommand(results=(first, first), out=tmp_path / "y").main()
+
+
+def test_views_per_rank_interleave_in_each_round_and_compare_with_one_view():
+    command = BenchCommand(data=Path("."), gpus=2, views_per_rank=(1, 4))
+    assert command.configurations(["sync", "gsplat-distributed"]) == [
+        ("splatfacto", 1, 1), ("sync", 1, 1), ("sync", 2, 1), ("sync", 1, 4), ("sync", 2, 4),
+        ("gsplat-distributed", 2, 1)]
+
+    def run(batch: int, seed: int, views_per_s: float, psnr: float) -> dict:
+        return {"name": "sync", "ranks": 2, "views_per_rank": batch, "seed": seed, "views_per_s": views_per_s,
+                "quality": {"psnr": psnr, "ssim": 0.9}}
+
+    rows = summarize_configurations([run(1, 0, 100.0, 30.0), run(4, 0, 300.0, 29.9), run(1, 1, 110.0, 31.0),
+                                     run(4, 1, 330.0, 31.05)])
+    four = next(row for row in rows if row["views_per_rank"] == 4)
+    assert four["ratio_to_one_view"] == pytest.approx(315 / 105) and four["ratio_to_sync"] == 1.0
+    assert four["quality_reference"] == "sync, 2 rank(s), 1 view(s) per rank"
+    assert four["psnr_delta_mean"] == pytest.approx((-0.1 + 0.05) / 2) and four["psnr_delta_worst"] == pytest.approx(-0.1)

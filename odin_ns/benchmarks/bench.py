@@ -63,6 +63,11 @@ class BenchCommand:
     full_resolution: bool = True
     """Train at full image resolution from the first step (splatfacto otherwise renders at 1/4 then 1/2 resolution
     for its first 3,000 and 6,000 steps, which short benchmark runs would measure instead)."""
+    views_per_rank: Tuple[int, ...] = (1,)
+    """Views each rank renders per step in the Odin configurations: every value is a configuration of its own,
+    interleaved with the others in each seed's round (stock splatfacto and the gsplat peer render one). Every
+    configuration trains on the same views: --steps // views-per-rank steps, so quality compares at equal views
+    seen."""
     extra: str = ""
     """Extra ns-train arguments for every Odin and stock run, one quoted string (split like a shell would), e.g.
     --extra="--pipeline.model.stop-split-at 0" (with "=": a value starting with "--" would read as an option) to
@@ -75,27 +80,38 @@ class BenchCommand:
             raise SystemExit(f"error: unknown mode(s) {unknown}; choose from {(*MODES, GSPLAT_PEER)}")
         if not self.data.exists():
             raise SystemExit(f"error: data directory does not exist: {self.data}")
-        configurations: List[Tuple[str, int]] = [(mode, self.gpus) for mode in modes]
-        if self.stock:
-            configurations = [(STOCK, 1), ("sync", 1)] + configurations
+        if not self.views_per_rank or min(self.views_per_rank) < 1:
+            raise SystemExit(f"error: views per rank must be at least 1, got {self.views_per_rank}")
         self.out.mkdir(parents=True, exist_ok=True)
         runs = []
-        plan = [(seed, name, ranks) for seed in range(self.first_seed, self.first_seed + self.seeds) for name, ranks in configurations]
-        for seed, name, ranks in tqdm(plan, desc="bench runs", unit="run"):
-            runs.append(self._run(name, ranks, seed))
+        seeds = range(self.first_seed, self.first_seed + self.seeds)
+        plan = [(seed, *configuration) for seed in seeds for configuration in self.configurations(modes)]
+        for seed, name, ranks, views in tqdm(plan, desc="bench runs", unit="run"):
+            runs.append(self._run(name, ranks, seed, views))
             results = {"data": str(self.data), "steps": self.steps, "gpus": self.gpus, "runs": runs,
                        "summary": summarize_configurations(runs), "environment": environment()}
             (self.out / "results.json").write_text(json.dumps(results, indent=2))  # after every run: partial results survive
         report(results, self.out)
 
 
-    def _run(self, name: str, ranks: int, seed: int) -> Dict:
-        label = f"{name}-w{ranks}-s{seed}"
+    def configurations(self, modes: List[str]) -> List[Tuple[str, int, int]]:
+        """(name, ranks, views per rank) of one seed's round, in the order they run."""
+        odin = [(mode, self.gpus) for mode in modes if mode != GSPLAT_PEER]
+        if self.stock:
+            odin = [("sync", 1)] + odin
+        configurations = [(STOCK, 1, 1)] if self.stock else []
+        configurations += [(name, ranks, views) for views in self.views_per_rank for name, ranks in odin]
+        return configurations + ([(GSPLAT_PEER, self.gpus, 1)] if GSPLAT_PEER in modes else [])
+
+    def _run(self, name: str, ranks: int, seed: int, views: int = 1) -> Dict:
+        label = f"{name}-w{ranks}-b{views}-s{seed}"
         run_root = self.out / "runs" / label
         extra = tuple(shlex.split(self.extra))
         if self.full_resolution:
             extra += ("--pipeline.model.num-downscales", "0")
-        command = training_command(name, ranks, self.data, run_root, self.steps, seed, extra)
+        if name in MODES:
+            extra += ("--pipeline.datamanager.views-per-rank", str(views))
+        command = training_command(name, ranks, self.data, run_root, max(1, self.steps // views), seed, extra)
         started = time.time()
         run_dir = run_training(command, run_root, label)
         run = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
@@ -139,10 +155,10 @@ class BenchReportCommand:
         if len(setups) > 1:
             raise SystemExit(f"error: the results differ in data or steps: {sorted(setups)}")
         runs = [run for result in loaded for run in result["runs"]]
-        keys = [(run["name"], run["ranks"], run["seed"]) for run in runs]
+        keys = [(run["name"], run["ranks"], run.get("views_per_rank", 1), run["seed"]) for run in runs]
         repeated = sorted({key for key in keys if keys.count(key) > 1})
         if repeated:
-            raise SystemExit(f"error: the same (configuration, ranks, seed) appears twice: {repeated}")
+            raise SystemExit(f"error: the same (configuration, ranks, views per rank, seed) appears twice: {repeated}")
         merged = {**loaded[0], "runs": runs, "summary": summarize_configurations(runs),
                   "merged_from": [str(p) for p in self.results],
                   "environments": [result["environment"] for result in loaded]}
@@ -247,30 +263,33 @@ def views_per_rank(run_dir: Path) -> int:
 
 def summarize_configurations(runs: List[Dict]) -> List[Dict]:
     """Per configuration: median/min/max views/s, ratios to sync and to no-exchange, wait hidden, quality."""
-    by_config: Dict[Tuple[str, int], List[Dict]] = {}
+    by_config: Dict[Tuple[str, int, int], List[Dict]] = {}
     for run in runs:
-        by_config.setdefault((run["name"], run["ranks"]), []).append(run)
+        by_config.setdefault((run["name"], run["ranks"], run.get("views_per_rank", 1)), []).append(run)
 
-    def median_of(name: str, ranks: int, key: str) -> Optional[float]:
-        group = by_config.get((name, ranks))
+    def median_of(name: str, ranks: int, key: str, batch: int = 1) -> Optional[float]:
+        group = by_config.get((name, ranks, batch))
         return statistics.median(run[key] for run in group) if group else None
 
     rows = []
-    for (name, ranks), group in by_config.items():
+    for (name, ranks, batch), group in by_config.items():
         views = [run["views_per_s"] for run in group]
-        row = {"config": name, "ranks": ranks, "views_per_rank": group[0].get("views_per_rank", 1),
+        row = {"config": name, "ranks": ranks, "views_per_rank": batch,
                "views_per_s_median": statistics.median(views),
                "views_per_s_min": min(views), "views_per_s_max": max(views), "runs": len(group)}
-        sync_views = median_of("sync", ranks, "views_per_s")
-        floor_views = median_of("no-exchange", ranks, "views_per_s")
+        sync_views = median_of("sync", ranks, "views_per_s", batch)
+        floor_views = median_of("no-exchange", ranks, "views_per_s", batch)
         single = median_of(STOCK, 1, "views_per_s")
+        one_view = median_of(name, ranks, "views_per_s") if batch > 1 else None
+        if one_view:
+            row["ratio_to_one_view"] = row["views_per_s_median"] / one_view
         if sync_views:
             row["ratio_to_sync"] = row["views_per_s_median"] / sync_views
         if floor_views:
             row["step_time_vs_no_exchange"] = floor_views / row["views_per_s_median"]
         if single:
             row["scaling_efficiency"] = row["views_per_s_median"] / (ranks * single)
-        sync_wait = median_of("sync", ranks, "exposed_wait_s") if (name, ranks) != ("sync", ranks) else None
+        sync_wait = median_of("sync", ranks, "exposed_wait_s", batch) if name != "sync" else None
         if "exposed_wait_s" in group[0]:
             row["exposed_wait_ms"] = 1e3 * statistics.median(run["exposed_wait_s"] for run in group)
             if sync_wait:
@@ -280,7 +299,10 @@ def summarize_configurations(runs: List[Dict]) -> List[Dict]:
         if qualities:
             row["psnr"] = statistics.median(q["psnr"] for q in qualities)
             row["ssim"] = statistics.median(q["ssim"] for q in qualities)
-            row.update(paired_quality_deltas(group, by_config.get(("sync", ranks), [])))
+            reference = ("sync", ranks, batch) if name != "sync" else ("sync", ranks, 1)
+            if reference != (name, ranks, batch):
+                row["quality_reference"] = f"{reference[0]}, {reference[1]} rank(s), {reference[2]} view(s) per rank"
+                row.update(paired_quality_deltas(group, by_config.get(reference, [])))
         rows.append(row)
     return rows
 
@@ -309,7 +331,8 @@ def paired_quality_deltas(runs: List[Dict], reference_runs: List[Dict]) -> Dict[
 
 def format_table(rows: List[Dict]) -> str:
     """Markdown table of the summary."""
-    columns = ["config", "ranks", "views_per_rank", "views_per_s_median", "views_per_s_min", "views_per_s_max", "ratio_to_sync",
+    columns = ["config", "ranks", "views_per_rank", "views_per_s_median", "views_per_s_min", "views_per_s_max",
+               "ratio_to_sync", "ratio_to_one_view",
                "step_time_vs_no_exchange", "scaling_efficiency", "exposed_wait_ms", "wait_hidden",
                "buckets_overlapped_fraction", "psnr", "ssim", "psnr_delta_mean", "psnr_delta_worst",
                "psnr_delta_pct_worst", "ssim_delta_mean", "ssim_delta_worst"]

@@ -12,10 +12,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def configuration_label(row: dict) -> str:
+    """A summary row's name in plots: mode, ranks and, beyond one, views per rank."""
+    views = row.get("views_per_rank", 1)
+    return f"{row['config']}\nx{row['ranks']}" + (f" b{views}" if views > 1 else "")
+
+
 def plot_results(results: Dict, out: Path) -> List[Path]:
     """Write throughput.png, timeline.png and quality.png under ``out``; returns their paths."""
     rows = results["summary"]
-    labels = [f"{row['config']}\nx{row['ranks']}" for row in rows]
+    labels = [configuration_label(row) for row in rows]
     paths = [out / "throughput.png", out / "timeline.png", out / "quality.png"]
 
     figure, axis = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
@@ -48,7 +54,7 @@ def plot_results(results: Dict, out: Path) -> List[Path]:
 
     quality_rows = [row for row in rows if "psnr" in row]
     figure, axis = plt.subplots(figsize=(1.6 * max(len(quality_rows), 1) + 2, 4))
-    quality_labels = [f"{row['config']}\nx{row['ranks']}" for row in quality_rows]
+    quality_labels = [configuration_label(row) for row in quality_rows]
     if any("psnr_delta_mean" in row for row in quality_rows):
         axis.bar(quality_labels, [row.get("psnr_delta_mean", 0.0) for row in quality_rows], color="tab:purple",
                  label="mean over seeds")
