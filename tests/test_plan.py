@@ -233,7 +233,9 @@ def cup77_datamanager(cup77: Path, rank: int, world_size: int, **options):
     # (the COLMAP cameras are 800x600; images_path="images_4" at factor 1 would mismatch the 200x150 images).
     dataparser = ColmapDataParserConfig(data=cup77, colmap_path=Path("sparse/0"), downscale_factor=4)
     config = OdinDataManagerConfig(dataparser=dataparser, cache_images="gpu", **options)
-    return config.setup(device="cpu", dist_context=SimpleNamespace(rank=rank, world_size=world_size))
+    # every simulated rank builds the plan itself: what rank 0 builds and broadcasts in a real run
+    context = SimpleNamespace(rank=rank, world_size=world_size, is_main=True, broadcast_object=lambda value, what: value)
+    return config.setup(device="cpu", dist_context=context)
 
 
 def test_datamanager_ranks_get_disjoint_views_covering_the_epoch(cup77):

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
+from typing import Dict, List, Literal, Optional, Tuple, Type, Union
 
 import numpy as np
 import torch
@@ -22,6 +22,7 @@ from nerfstudio.data.dataparsers.base_dataparser import DataParserConfig, Datapa
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from odin_ns.comm.context import DistContext
 from odin_ns.data.dataparser import OdinDataParserConfig
 from odin_ns.schedule.figure import draw_plan
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS
@@ -73,9 +74,8 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
 class OdinDataManager(FullImageDatamanager):
     """Serves, at every step, this rank's views of the plan's unit for that step.
 
-    ``dist_context`` (``odin_ns.comm.context.DistContext``: anything with ``rank`` and ``world_size``) says which
-    rank this is among how many; None is a single process (rank 0 of 1). nerfstudio's ``world_size`` and
-    ``local_rank`` only reach the parent class.
+    ``dist_context`` says which rank this is among how many, and carries the plan from rank 0 to the others; None is
+    a single process (rank 0 of 1). nerfstudio's ``world_size`` and ``local_rank`` only reach the parent class.
     """
 
     config: OdinDataManagerConfig
@@ -87,18 +87,22 @@ class OdinDataManager(FullImageDatamanager):
         test_mode: Literal["test", "val", "inference"] = "val",
         world_size: int = 1,
         local_rank: int = 0,
-        dist_context: Optional[Any] = None,
+        dist_context: Optional[DistContext] = None,
         **kwargs,
     ):
         super().__init__(config, device, test_mode, world_size, local_rank, **kwargs)
         if config.views_per_rank < 1:
             raise ValueError(f"views_per_rank must be at least 1, got {config.views_per_rank}")
-        self.rank = 0 if dist_context is None else dist_context.rank
-        self.num_ranks = 1 if dist_context is None else dist_context.world_size
+        self.context = dist_context or DistContext.single(device)
+        self.rank, self.num_ranks = self.context.rank, self.context.world_size
 
     @cached_property
     def plan(self) -> SchedulePlan:
-        """The schedule, built (or loaded and checked against the training views) on first use."""
+        """The schedule, built (or loaded and checked against the training views) once, by rank 0, on first use, and
+        shared with the other ranks (collective): nodes need neither the plan file nor the SfM model to agree."""
+        return self.context.broadcast_object(self._make_plan() if self.context.is_main else None, "the Odin plan")
+
+    def _make_plan(self) -> SchedulePlan:
         config = self.config
         if config.plan_path is not None:
             plan = SchedulePlan.load(config.plan_path)
