@@ -122,7 +122,7 @@ class BenchCommand:
         else:
             iteration_s = iteration_times(run_dir)
         run["step_s"] = statistics.median(steady_state(iteration_s))
-        run["views_per_rank"] = views_per_rank(run_dir)
+        run["views_per_rank"] = views
         run["views_per_s"] = ranks * run["views_per_rank"] / run["step_s"]
         logs = [unit_log(run_dir, rank) for rank in range(ranks)]
         if logs[0].exists():
@@ -248,17 +248,6 @@ def evaluate(run_dir: Path, stock: bool) -> Dict[str, float]:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"status {done.returncode}"}
     results = json.loads(output.read_text())["results"]
     return {key: results[key] for key in ("psnr", "ssim", "lpips") if key in results and results[key] == results[key]}
-
-
-def views_per_rank(run_dir: Path) -> int:
-    """Views each rank rendered per step, from the run's saved config (1 for stock splatfacto and the gsplat peer)."""
-    import yaml
-
-    config_path = Path(run_dir) / "config.yml"
-    if not config_path.exists():
-        return 1
-    config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
-    return getattr(config.pipeline.datamanager, "views_per_rank", 1)
 
 
 def summarize_configurations(runs: List[Dict]) -> List[Dict]:
