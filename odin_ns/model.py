@@ -9,6 +9,8 @@ What changes:
 - the random training background is drawn per (step, training view), so re-running a unit (Odin's validation)
   renders exactly the same image, whichever rank renders the view;
 - a steady training step reads nothing from the device on the host (tests/test_host_reads.py);
+- the loss's SSIM is one fused kernel pair on CUDA (``odin_ns.kernels.ssim``): pytorch_msssim's separable
+  convolutions were most of a step's GPU time at several views per rank;
 - LPIPS is built lazily and reported as unavailable when its weights cannot be loaded;
 - the resolution warm-up stops halving at MIN_RENDER_LONG_SIDE pixels (below it densification runs away).
 """
@@ -33,6 +35,7 @@ from nerfstudio.model_components.lib_bilagrid import total_variation_loss
 from nerfstudio.utils.rich_utils import CONSOLE
 from scipy.spatial import cKDTree
 
+from odin_ns.kernels.ssim import fused_ssim
 from odin_ns.metrics import LazyLPIPS
 from odin_ns.rendering import RendererName, project_visibility, rasterize_fn, resolve_renderer
 from odin_ns.strategy import OdinStrategy, morton_order
@@ -352,9 +355,7 @@ class OdinSplatfactoModel(SplatfactoModel):
             mask = torch.stack([self._downscale_if_required(mask) for mask in batch["mask"]]).to(self.device)
             target, predicted = target * mask, predicted * mask
         l1 = torch.abs(target - predicted).mean()
-        if self.ssim.win.device != predicted.device:  # a plain attribute: .to(device) on the model leaves it behind
-            self.ssim.win = self.ssim.win.to(predicted.device)
-        ssim = 1 - self.ssim(target.permute(0, 3, 1, 2), predicted.permute(0, 3, 1, 2))
+        ssim = 1 - fused_ssim(predicted, target)  # Triton on CUDA; on the CPU the same pytorch_msssim call as before
         losses = {"main_loss": (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim}
         if self.config.use_scale_regularization and self.step % 10 == 0:
             scales = torch.exp(self.scales)

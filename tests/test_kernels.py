@@ -138,6 +138,36 @@ def test_selective_adam_step_matches_reference(case, n, row_shape, fraction, row
         np.testing.assert_allclose(got[updated], want[updated], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.parametrize("n", [1, 33, 1000])
+@pytest.mark.parametrize("fraction", [0.01, 1.0])
+@pytest.mark.parametrize("row_range", [None, "middle"])
+def test_packed_adam_step_equals_each_group_stepped_alone(case, n, fraction, row_range):
+    """A packed [N, 59] table (splatfacto's groups side by side, each with its own learning rate and eps) stepped in
+    one call is bitwise the table whose groups were each stepped by ``selective_adam_step`` on their own."""
+    backend, device = case
+    rng = np.random.default_rng(n + 11)
+    widths = (3, 3, 4, 3, 45, 1)
+    edges = np.cumsum((0, *widths))
+    columns = [K.ColumnGroup(int(lo), int(hi), lr, eps) for lo, hi, lr, eps in
+               zip(edges[:-1], edges[1:], (1.6e-4, 5e-3, 1e-3, 2.5e-3, 1.25e-4, 0.05), (1e-15, 1e-15, 1e-8, 1e-15, 1e-6, 1e-15))]
+    arrays = [rng.standard_normal((n, edges[-1])).astype(np.float32) for _ in range(3)] + [rng.random((n, edges[-1])).astype(np.float32)]
+    rows = to_device_bitmap(random_mask(rng, (n,), fraction), device)
+    row_range = None if row_range is None else (n // 3, n - n // 4)
+    packed = [torch.from_numpy(a.copy()).to(device) for a in arrays]
+    K.packed_adam_step(*packed, rows, columns, 0.9, 0.999, step=3, row_range=row_range, backend=backend)
+    for group in columns:
+        alone = [torch.from_numpy(a[:, group.lo : group.hi].copy()).to(device) for a in arrays]
+        K.selective_adam_step(*alone, rows, group.lr, 0.9, 0.999, group.eps, 3, row_range=row_range, backend=backend)
+        for got, want in zip(packed, alone):
+            assert torch.equal(got[:, group.lo : group.hi], want), f"columns {group.lo}-{group.hi} differ"
+
+
+def test_packed_adam_step_rejects_columns_that_do_not_tile_the_table():
+    table = torch.zeros(4, 6)
+    with pytest.raises(ValueError, match="do not tile the 6 columns"):
+        K.packed_adam_step(table, table.clone(), table.clone(), table.clone(), None, [K.ColumnGroup(0, 4, 0.1, 1e-8)], 0.9, 0.99, 1)
+
+
 @pytest.mark.parametrize("n", [0, 1, 33, 1000])
 @pytest.mark.parametrize("fraction", FRACTIONS)
 @pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])

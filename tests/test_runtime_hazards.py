@@ -7,13 +7,14 @@ from datetime import timedelta
 import pytest
 import torch
 
-from odin_ns.comm.collectives import RowBuckets, all_reduce_statistics, pack_rows, unpack_rows
+from odin_ns.comm.collectives import RowBuckets, all_reduce_statistics
 from odin_ns.comm.context import DistContext
 from odin_ns.comm.process_group import read_torchrun_env
 from odin_ns.kernels import bitmap_to_mask, pack_bitmap
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime, consecutive_runs
 from odin_ns.runtime.optimizer import ScopedAdam
+from odin_ns.runtime.packed import pack_gaussians
 from odin_ns.runtime.shadow import shadow_views, staged_gradients
 from odin_ns.sync.gate import DelayLimits
 from odin_ns.sync.hazards import (
@@ -116,20 +117,27 @@ def test_private_staging_rejects_aliased_or_leaked_gradients():
         check_private_staging({"means": torch.zeros(4, 3)}, shared, in_flight)
 
 
-@pytest.mark.parametrize("indices", [None, torch.tensor([33, 40, 63])])
-def test_packed_rows_unpack_to_where_they_came_from(indices):
+def test_packing_moves_params_and_moments_into_one_table_of_views():
+    """pack_gaussians: every parameter and Adam moment becomes a column view of one table, with the same values, and
+    the optimizers hold the new views."""
     generator = torch.Generator().manual_seed(0)
-    tensors = [torch.randn(100, 3, generator=generator), torch.randn(100, 2, 2, generator=generator)]
-    packed = pack_rows(tensors, (32, 64), indices)
-    assert packed.shape == ((32 if indices is None else 3), 7)
-    targets = [torch.zeros_like(t) for t in tensors]
-    unpack_rows(targets, (32, 64), indices, packed)
-    rows = torch.arange(32, 64) if indices is None else indices
-    for target, tensor in zip(targets, tensors):
-        assert torch.equal(target[rows], tensor[rows])
-        untouched = torch.ones(100, dtype=torch.bool)
-        untouched[rows] = False
-        assert not target[untouched].any()
+    params = {"means": torch.nn.Parameter(torch.randn(6, 3, generator=generator)),
+              "features": torch.nn.Parameter(torch.randn(6, 2, 3, generator=generator)),
+              "opacities": torch.nn.Parameter(torch.randn(6, generator=generator))}
+    originals = {name: p.detach().clone() for name, p in params.items()}
+    optimizers = {name: ScopedAdam([p], lr=0.1) for name, p in params.items()}
+    moment = torch.randn(6, 3, generator=generator)
+    optimizers["means"].state[params["means"]].update(step=torch.tensor(4.0), exp_avg=moment, exp_avg_sq=moment.abs())
+    packed = pack_gaussians(params, optimizers)
+    assert packed.params.shape == (6, 10) and packed.layout.spans == {"means": (0, 3), "features": (3, 9), "opacities": (9, 10)}
+    for name, param in params.items():
+        assert isinstance(param, torch.nn.Parameter) and param.untyped_storage().data_ptr() == packed.params.untyped_storage().data_ptr()
+        assert torch.equal(param, originals[name]) and optimizers[name].holds(param)
+    state = optimizers["means"].state[params["means"]]
+    assert torch.equal(state["exp_avg"], moment) and torch.equal(state["exp_avg_sq"], moment.abs()) and state["step"] == 4
+    assert torch.equal(packed.exp_avg[:, :3], moment) and not packed.exp_avg[:, 3:].any()
+    table, views = packed.gradient_table()
+    assert table.shape == (6, 10) and not table.any() and views["features"].shape == (6, 2, 3)
 
 
 def test_scope_of_rejects_masks_of_the_wrong_kind():
@@ -142,12 +150,13 @@ def test_scope_of_rejects_masks_of_the_wrong_kind():
 
 def test_shadow_views_read_the_shared_storage_and_stage_gradients_privately():
     shared = {"means": torch.nn.Parameter(torch.ones(5, 3)), "unused": torch.nn.Parameter(torch.ones(5, 1))}
-    views = shadow_views(shared)
+    table = torch.zeros(5, 4)
+    views = shadow_views(shared, {"means": table[:, :3], "unused": table[:, 3:]})
     assert views["means"].data_ptr() == shared["means"].data_ptr()
     (2 * views["means"]).sum().backward()
     staged = staged_gradients(views)
     assert shared["means"].grad is None
-    assert torch.equal(staged["means"], torch.full((5, 3), 2.0))
+    assert torch.equal(staged["means"], torch.full((5, 3), 2.0)) and torch.equal(table[:, :3], staged["means"])
     assert torch.equal(staged["unused"], torch.zeros(5, 1))
 
 
@@ -155,13 +164,13 @@ def test_publication_must_not_happen_while_a_unit_graph_is_alive():
     """Why the runtime publishes only before a unit's forward or after its backward: views share the version
     counter of the shared tensor, so an in-place publication in between breaks the unit's backward."""
     shared = torch.nn.Parameter(torch.ones(5, 3))
-    view = shadow_views({"means": shared})["means"]
+    view = shadow_views({"means": shared}, {"means": torch.zeros(5, 3)})["means"]
     loss = (view * view).sum()
     with torch.no_grad():
         shared.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
-    view = shadow_views({"means": shared})["means"]
+    view = shadow_views({"means": shared}, {"means": torch.zeros(5, 3)})["means"]
     (view * view).sum().backward()
     with torch.no_grad():
         shared.add_(1.0)

@@ -3,7 +3,7 @@
 A bucket is a range of Gaussian indices (rows) holding every row-aligned gradient tensor side by side, so a unit's
 exchange is a handful of large all-reduces rather than one per tensor, and a consumer that needs only some rows waits
 only for the buckets holding them. A dense bucket carries all its rows; a scoped bucket only the rows of the update
-scope (compacted with ``gather_rows_packed``), which is cheaper when few Gaussians were seen.
+scope (gathered by the runtime), which is cheaper when few Gaussians were seen.
 """
 
 from __future__ import annotations
@@ -13,13 +13,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 import torch.distributed as dist
 
 from odin_ns.comm.process_group import naming_peer_failures, wait_for
-from odin_ns.kernels import BITS_PER_WORD, gather_rows_packed, scatter_rows_packed
+
+if TYPE_CHECKING:
+    from odin_ns.comm.watch import CollectiveWatch
+from odin_ns.kernels import BITS_PER_WORD
 
 RowRange = tuple[int, int]
 STATISTIC_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
@@ -69,35 +72,13 @@ class RowBuckets:
         ]
 
 
-def pack_rows(
-    tensors: Sequence[torch.Tensor], row_range: RowRange, indices: torch.Tensor | None = None
-) -> torch.Tensor:
-    """One [rows, sum(D)] buffer of the rows of ``row_range`` (dense) or of just ``indices`` within it (scoped)."""
-    if indices is not None:
-        return gather_rows_packed(list(tensors), indices)
-    lo, hi = row_range
-    return torch.cat([t[lo:hi].reshape(hi - lo, -1) for t in tensors], dim=1)
-
-
-def unpack_rows(
-    tensors: Sequence[torch.Tensor], row_range: RowRange, indices: torch.Tensor | None, buffer: torch.Tensor
-) -> None:
-    """Write a buffer made by ``pack_rows`` back into the rows it came from."""
-    if indices is not None:
-        scatter_rows_packed(list(tensors), indices, buffer)
-        return
-    lo, hi = row_range
-    widths = [math.prod(t.shape[1:]) for t in tensors]
-    for tensor, columns in zip(tensors, buffer.split(widths, dim=1)):
-        tensor[lo:hi].view(hi - lo, -1).copy_(columns)
-
-
 class Collective:
     """An asynchronous collective in flight, with timestamps of its launch and its (observed) completion.
 
     On CUDA the collective is launched from ``stream`` after it waits for the compute stream (so packed buffers are
     complete), and the stream itself waits for NCCL, so completion is an event: consumers make their stream wait on
-    it and the host never blocks. On the CPU (gloo) ``wait`` blocks the host, bounded by ``timeout``.
+    it and the host never blocks; ``watch`` bounds the collective's completion instead (a dead peer's collective
+    never completes). On the CPU (gloo) ``wait`` blocks the host, bounded by ``timeout``.
     """
 
     def __init__(
@@ -109,26 +90,33 @@ class Collective:
         timeout: timedelta,
         clock: Clock,
         stream: torch.cuda.Stream | None,
+        watch: CollectiveWatch | None = None,
     ):
         self.what = what
         self.output = output
         self.payload_bytes = sum(t.numel() * t.element_size() for t in inputs)
         self._timeout = timeout
+        self._watch = watch
         self._clock = clock
         self._work: dist.Work | None = None
         self._inputs: tuple[torch.Tensor, ...] = ()
         self._done_event: torch.cuda.Event | None = None
+        if watch is not None:
+            watch.check()
         if stream is None:
             self.started = clock.now()
-            with naming_peer_failures(what, timeout):
+            with naming_peer_failures(what, timeout, watch):
                 self._work = launch()
             self._inputs = inputs
             self.finished: Any = None
             return
         stream.wait_stream(torch.cuda.current_stream(stream.device))
-        with torch.cuda.stream(stream), naming_peer_failures(what, timeout):
+        with torch.cuda.stream(stream), naming_peer_failures(what, timeout, watch):
             self.started = clock.now()
-            launch().wait()
+            work = launch()
+            work.wait()
+            if watch is not None:
+                watch.track(work, what)
             self.finished = clock.now()
             self._done_event = torch.cuda.Event()
             self._done_event.record(stream)
@@ -141,7 +129,7 @@ class Collective:
         if self._done_event is not None:
             torch.cuda.current_stream(self.output.device).wait_event(self._done_event)
         elif self._work is not None:
-            wait_for(self._work, self.what, self._timeout)
+            wait_for(self._work, self.what, self._timeout, self._watch)
             self.finished = self._clock.now()
             self._work, self._inputs = None, ()
         return self.output
@@ -167,6 +155,7 @@ def all_gather_async(
     clock: Clock,
     stream: torch.cuda.Stream | None = None,
     group: dist.ProcessGroup | None = None,
+    watch: CollectiveWatch | None = None,
 ) -> Collective:
     """Gather ``local`` from every rank into a [world_size, *local.shape] tensor."""
     local = local.contiguous()
@@ -179,6 +168,7 @@ def all_gather_async(
         timeout,
         clock,
         stream,
+        watch,
     )
 
 
@@ -189,6 +179,7 @@ def all_reduce_sum_async(
     clock: Clock,
     stream: torch.cuda.Stream | None = None,
     group: dist.ProcessGroup | None = None,
+    watch: CollectiveWatch | None = None,
 ) -> Collective:
     """Sum ``buffer`` over ranks in place."""
     return Collective(
@@ -199,6 +190,7 @@ def all_reduce_sum_async(
         timeout,
         clock,
         stream,
+        watch,
     )
 
 
@@ -207,6 +199,7 @@ def all_reduce_statistics(
     ops: Mapping[str, str],
     timeout: timedelta,
     group: dist.ProcessGroup | None = None,
+    watch: CollectiveWatch | None = None,
 ) -> dict[str, torch.Tensor]:
     """Each statistic summed or maxed over ranks (``ops[name]`` is "sum" or "max"), so decisions taken from them
     (densify, prune) are identical on every rank.
@@ -226,9 +219,11 @@ def all_reduce_statistics(
     for (op, _, _), names in groups.items():
         flat = torch.cat([statistics[name].reshape(-1) for name in names])
         what = f"all-reduce ({op}) of statistics {names}"
-        with naming_peer_failures(what, timeout):
+        if watch is not None:
+            watch.check()
+        with naming_peer_failures(what, timeout, watch):
             work = dist.all_reduce(flat, op=STATISTIC_OPS[op], group=group, async_op=True)
-        wait_for(work, what, timeout)
+        wait_for(work, what, timeout, watch)
         for name, values in zip(names, flat.split([statistics[name].numel() for name in names])):
             reduced[name] = values.view_as(statistics[name])
     return {name: reduced[name] for name in statistics}

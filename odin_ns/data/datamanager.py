@@ -95,6 +95,7 @@ class OdinDataManager(FullImageDatamanager):
             raise ValueError(f"views_per_rank must be at least 1, got {config.views_per_rank}")
         self.context = dist_context or DistContext.single(device)
         self.rank, self.num_ranks = self.context.rank, self.context.world_size
+        self._cameras_of_units: Dict[Tuple[int, ...], Cameras] = {}
 
     @cached_property
     def plan(self) -> SchedulePlan:
@@ -157,11 +158,20 @@ class OdinDataManager(FullImageDatamanager):
         if len(sizes) > 1:
             raise ValueError(f"views {list(views)} have sizes {sorted(sizes)}: views rendered together need one size "
                              "(train with --pipeline.datamanager.views-per-rank 1, or resize the images)")
-        # one-row slices joined on the device: indexing by a list would first copy the indices to the device
-        cameras = self.train_cameras._apply_fn_to_fields(lambda field: torch.cat([field[v : v + 1] for v in views]))
-        cameras = cameras.to(self.device)
-        cameras.metadata = {**(cameras.metadata or {}), "cam_idx": list(views), "image_size": sizes.pop()}
-        return cameras, data
+        return self._unit_cameras(tuple(views), sizes.pop()), data
+
+    def _unit_cameras(self, views: Tuple[int, ...], size: Tuple[int, int]) -> Cameras:
+        """The (B,) device Cameras of ``views``, built once per distinct tuple (a plan repeats its units every
+        epoch): building a Cameras dataclass costs more host time than rendering a small view. Callers must not
+        modify it."""
+        cameras = self._cameras_of_units.get(views)
+        if cameras is None:
+            # one-row slices joined on the device: indexing by a list would first copy the indices to the device
+            cameras = self.train_cameras._apply_fn_to_fields(lambda field: torch.cat([field[v : v + 1] for v in views]))
+            cameras = cameras.to(self.device)
+            cameras.metadata = {**(cameras.metadata or {}), "cam_idx": list(views), "image_size": size}
+            self._cameras_of_units[views] = cameras
+        return cameras
 
     @cached_property
     def train_image_sizes(self) -> List[Tuple[int, int]]:

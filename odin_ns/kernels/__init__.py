@@ -4,7 +4,7 @@ Every function dispatches per call: Triton for CUDA tensors (or CPU tensors unde
 otherwise. Force one with ``backend="triton"|"torch"`` or the ``ODIN_KERNELS`` env var. See docs/kernels.md.
 """
 
-from odin_ns.kernels.adam import selective_adam_step
+from odin_ns.kernels.adam import ColumnGroup, packed_adam_step, selective_adam_step
 from odin_ns.kernels.bitmap import (
     BITS_PER_WORD,
     bitmap_and,
@@ -24,6 +24,7 @@ from odin_ns.kernels.dispatch import resolve_backend
 
 __all__ = [
     "BITS_PER_WORD",
+    "ColumnGroup",
     "bitmap_and",
     "bitmap_and_count",
     "bitmap_andnot",
@@ -35,6 +36,7 @@ __all__ = [
     "gather_rows_packed",
     "num_words",
     "overlap_ratio",
+    "packed_adam_step",
     "pack_bitmap",
     "resolve_backend",
     "scatter_rows_packed",

@@ -6,6 +6,9 @@ a unit publish its update scope while other units still read the rest of the mod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 import torch
 
 from odin_ns.kernels.bitmap import bitmap_to_mask, check_bitmap
@@ -92,11 +95,87 @@ def selective_adam_step(
         )
         return
     tensors = [as_rows(t) for t in (param, grad.contiguous(), exp_avg, exp_avg_sq)]
+    _torch_adam_rows(*tensors, rows, lr, beta1, beta2, eps, step, lo, hi)
+
+
+def _torch_adam_rows(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    rows: torch.Tensor | None,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    step: int,
+    lo: int,
+    hi: int,
+) -> None:
+    """The torch fallback on [N, D] tensors (column slices of a packed table too): rows lo..hi-1 in ``rows``."""
     if rows is None:
-        adam_update_(*(t[lo:hi] for t in tensors), lr, beta1, beta2, eps, step)
+        adam_update_(param[lo:hi], grad[lo:hi], exp_avg[lo:hi], exp_avg_sq[lo:hi], lr, beta1, beta2, eps, step)
         return
-    selected = bitmap_to_mask(rows, n, backend="torch")[lo:hi, None]  # a mask, not indices: no host read
-    p, g, m, v = (t[lo:hi].clone() for t in tensors)
+    selected = bitmap_to_mask(rows, param.shape[0], backend="torch")[lo:hi, None]  # a mask, not indices: no host read
+    p, g, m, v = (t[lo:hi].clone() for t in (param, grad, exp_avg, exp_avg_sq))
     adam_update_(p, g, m, v, lr, beta1, beta2, eps, step)
-    for target, updated in zip((tensors[0], tensors[2], tensors[3]), (p, m, v)):
+    for target, updated in zip((param, exp_avg, exp_avg_sq), (p, m, v)):
         target[lo:hi] = torch.where(selected, updated, target[lo:hi])
+
+
+class ColumnGroup(NamedTuple):
+    """Columns [lo, hi) of a packed [N, C] table that one parameter group owns, with its Adam learning rate and eps."""
+
+    lo: int
+    hi: int
+    lr: float
+    eps: float
+
+
+@torch.no_grad()
+def packed_adam_step(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    rows: torch.Tensor | None,
+    columns: Sequence[ColumnGroup],
+    beta1: float,
+    beta2: float,
+    step: int,
+    row_range: tuple[int, int] | None = None,
+    backend: str = "auto",
+) -> None:
+    """``selective_adam_step`` over a packed [N, C] table whose column groups have their own learning rate and eps:
+    one launch for every group (Triton), each element stepped exactly as ``selective_adam_step`` steps its group's
+    column slice."""
+    _check_adam_tensors(param, grad, exp_avg, exp_avg_sq)
+    if param.dim() != 2:
+        raise ValueError(f"packed_adam_step needs a [N, C] table, got {tuple(param.shape)}")
+    covered = sorted((group.lo, group.hi) for group in columns)
+    if [lo for lo, _ in covered] != [0, *(hi for _, hi in covered[:-1])] or covered[-1][1] != param.shape[1]:
+        raise ValueError(f"column groups {covered} do not tile the {param.shape[1]} columns")
+    if step < 1:
+        raise ValueError(f"Adam step count must be >= 1, got {step}")
+    n = param.shape[0]
+    if rows is not None:
+        check_bitmap(rows, "rows", n)
+    lo, hi = _check_row_range(row_range, n)
+    if resolve_backend(backend, param) == "triton":
+        bias_correction1 = 1 - beta1**step
+        per_column = [0.0] * (2 * param.shape[1])
+        for group in columns:  # in double precision, as the scalar path forms them, rounded to fp32 once
+            per_column[group.lo : group.hi] = [-(group.lr / bias_correction1)] * (group.hi - group.lo)
+            per_column[param.shape[1] + group.lo : param.shape[1] + group.hi] = [group.eps] * (group.hi - group.lo)
+        host = torch.tensor(per_column, dtype=torch.float32, pin_memory=param.is_cuda)
+        neg_step_sizes, eps = host.to(param.device, non_blocking=True).view(2, -1)
+        triton_kernels().selective_adam_step(
+            param, grad.contiguous(), exp_avg, exp_avg_sq, rows, 0.0, beta1, beta2, 0.0, step, lo, hi,
+            column_neg_step_sizes=neg_step_sizes, column_eps=eps,
+        )
+        return
+    for group in columns:
+        _torch_adam_rows(
+            *(t[:, group.lo : group.hi] for t in (param, grad, exp_avg, exp_avg_sq)), rows, group.lr, beta1, beta2,
+            group.eps, step, lo, hi,
+        )

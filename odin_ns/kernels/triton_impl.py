@@ -150,22 +150,32 @@ def _selective_adam_kernel(
     bias_correction2_sqrt,
     eps,
     neg_step_size,
+    neg_step_size_ptr,
+    eps_ptr,
     ROW_SIZE: tl.constexpr,
     HAS_ROWS: tl.constexpr,
+    PER_COLUMN: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
     """Adam on the flat elements [start, end) whose row's bit is set.
 
     A block whose elements are all selected takes an unmasked (vectorised) path, one with none does no memory
-    traffic beyond its bitmap words, and a mixed block issues loads only for selected rows.
+    traffic beyond its bitmap words, and a mixed block issues loads only for selected rows. ``PER_COLUMN``: the step
+    size and eps of each element come from the [ROW_SIZE] vectors (a packed table of parameter groups), else from
+    the scalars.
     """
     block_start = start + tl.program_id(0).to(tl.int64) * BLOCK
     local = tl.arange(0, BLOCK)
     active = local < end - block_start
+    # Row and column of each element, dividing only small int32 values by the constant ROW_SIZE.
+    first_row = block_start // ROW_SIZE
+    offset_in_row = (block_start - first_row * ROW_SIZE).to(tl.int32) + local
+    if PER_COLUMN:
+        column = offset_in_row % ROW_SIZE
+        neg_step_size = tl.load(neg_step_size_ptr + column)
+        eps = tl.load(eps_ptr + column)
     if HAS_ROWS:
-        # Row of each element, dividing only small int32 values by the constant ROW_SIZE.
-        first_row = block_start // ROW_SIZE
-        row = first_row + ((block_start - first_row * ROW_SIZE).to(tl.int32) + local) // ROW_SIZE
+        row = first_row + offset_in_row // ROW_SIZE
         word = tl.load(rows_ptr + (row >> 5), mask=active, other=0)
         active = active & (((word >> (row & 31).to(tl.int32)) & 1) != 0)
     num_active = tl.sum(active.to(tl.int32), axis=0)
@@ -284,7 +294,11 @@ def selective_adam_step(
     step: int,
     row_lo: int,
     row_hi: int,
+    column_neg_step_sizes: torch.Tensor | None = None,
+    column_eps: torch.Tensor | None = None,
 ) -> None:
+    """With ``column_neg_step_sizes`` and ``column_eps`` (fp32 [row size] on ``param``'s device: -lr / (1 - beta1^t)
+    and eps of each column) those replace ``lr`` and ``eps``."""
     row_size = math.prod(param.shape[1:])
     start, end = row_lo * row_size, row_hi * row_size
     if end == start:
@@ -304,8 +318,11 @@ def selective_adam_step(
         (1 - beta2**step) ** 0.5,
         eps,
         -(lr / (1 - beta1**step)),
+        column_neg_step_sizes,
+        column_eps,
         ROW_SIZE=row_size,
         HAS_ROWS=rows is not None,
+        PER_COLUMN=column_neg_step_sizes is not None,
         BLOCK=ADAM_BLOCK,
     )
 

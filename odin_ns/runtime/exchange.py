@@ -2,8 +2,9 @@
 
 A unit's exchange starts with one all-gather of every rank's scope bitmaps (its visible rows and, when a unit waits
 on it, the next unit's read scope; throughput-first adds the delay bound's block maxima), so the overlap decision
-needs no collective of its own. Its gradient rows travel in row buckets (``odin_ns.comm.collectives.RowBuckets``),
-packed once into one buffer whose per-bucket slices are all-reduced in place: a unit that reads some rows waits only
+needs no collective of its own. Its gradient rows travel in row buckets (``odin_ns.comm.collectives.RowBuckets``):
+a dense exchange all-reduces each bucket's rows of the unit's packed gradient table (``odin_ns.runtime.packed``) in
+place; a scoped one gathers the update scope's rows into one buffer first. A unit that reads some rows waits only
 for the buckets holding them. A dense exchange launches every bucket at once; a scoped one (only the update scope's
 rows) needs the scope's per-bucket counts on the host first, so it launches after ``read_scopes``.
 """
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from odin_ns.comm.collectives import Clock, Collective, LocalResult, RowBuckets, pack_rows, unpack_rows
+from odin_ns.comm.collectives import Clock, Collective, LocalResult, RowBuckets
 from odin_ns.comm.context import DistContext
-from odin_ns.kernels import bitmap_count, bitmap_indices
+from odin_ns.kernels import bitmap_count, bitmap_indices, gather_rows_packed, scatter_rows_packed
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.records import UnitTrace
 from odin_ns.sync.hazards import WindowHazards, raw_exposure
@@ -35,7 +36,10 @@ class StagedUnit:
 
     unit_id: int
     structure_version: int
+    gradient_table: torch.Tensor
+    """The unit's private gradients, packed [N, columns] like the parameters."""
     grads: dict[str, torch.Tensor]
+    """Each parameter's view of ``gradient_table``."""
     visible: torch.Tensor
     """Bitmap of the rows this rank's views saw (its share of the update scope)."""
     trace: UnitTrace
@@ -64,15 +68,16 @@ class InFlightExchange:
     """Rows the next unit was admitted to read stale (throughput-first): published after it ran, never re-run for."""
     published: set[int] = field(default_factory=set)
     packed: torch.Tensor | None = None
-    """The exchanged gradient rows packed once into [rows, columns]: all N rows (dense) or the update scope's
-    (scoped, in row order). Bucket b all-reduces its slice ``packed_offsets[b]:packed_offsets[b + 1]`` in place."""
+    """The exchanged gradient rows [rows, columns]: the gradient table itself (dense) or the update scope's rows
+    gathered from it (scoped, in row order). Bucket b all-reduces its slice ``packed_offsets[b]:packed_offsets[b + 1]``
+    in place."""
     packed_offsets: list[int] = field(default_factory=list)
     scoped_indices: torch.Tensor | None = None
     """Scoped exchange: the row of each packed row (None: dense, packed row i is row i)."""
 
     def buffers(self) -> list[torch.Tensor]:
         """Memory the exchange and publication of this unit touch (for the WAW/WAR staging check)."""
-        return [*self.staged.grads.values(), *(collective.output for collective in self.buckets.values())]
+        return [self.staged.gradient_table, *(collective.output for collective in self.buckets.values())]
 
     def unpublished_with_updates(self) -> list[int]:
         return [b for b, rows in enumerate(self.hazards.update_rows) if rows and b not in self.published]
@@ -91,12 +96,12 @@ class GradientExchange:
         self.stream = torch.cuda.Stream(context.device) if context.device.type == "cuda" else None
         self.buckets = RowBuckets.single(0)
 
-    def plan(self, tensors: Sequence[torch.Tensor]) -> None:
-        """Cut the rows of ``tensors`` (row-aligned) into buckets; one range when there is nothing to pipeline."""
+    def plan(self, table: torch.Tensor) -> None:
+        """Cut the rows of the packed ``table`` into buckets; one range when there is nothing to pipeline."""
         if self.context.world_size == 1:
-            self.buckets = RowBuckets.single(tensors[0].shape[0])
+            self.buckets = RowBuckets.single(table.shape[0])
         else:
-            self.buckets = RowBuckets.for_tensors(tensors, self.config.bucket_bytes, self.config.min_buckets)
+            self.buckets = RowBuckets.for_tensors([table], self.config.bucket_bytes, self.config.min_buckets)
 
     @property
     def needs_host_counts(self) -> bool:
@@ -158,9 +163,8 @@ class GradientExchange:
         if last == first:
             return
         reduced = in_flight.packed[first:last].div_(self.context.world_size)
-        grads = list(in_flight.staged.grads.values())
-        indices = None if in_flight.scoped_indices is None else in_flight.scoped_indices[first:last]
-        unpack_rows(grads, (first, last), indices, reduced)
+        if in_flight.scoped_indices is not None:
+            scatter_rows_packed([in_flight.staged.gradient_table], in_flight.scoped_indices[first:last], reduced)
 
     def wait(self, collective: Collective | LocalResult, trace: UnitTrace) -> torch.Tensor:
         """Wait on the compute path, counting the time as exposed."""
@@ -178,15 +182,14 @@ class GradientExchange:
         if self.context.world_size == 1:
             staged.trace.record.exchange = "local"
             return
-        grads = list(staged.grads.values())
         num_rows = self.buckets.num_rows
         if scoped_indices is None:
             staged.trace.record.exchange = "dense"
-            in_flight.packed = pack_rows(grads, (0, num_rows))
+            in_flight.packed = staged.gradient_table
             in_flight.packed_offsets = [lo for lo, _ in self.buckets.ranges] + [num_rows]
         else:
             staged.trace.record.exchange = "scoped"
-            in_flight.packed = pack_rows(grads, (0, num_rows), scoped_indices)
+            in_flight.packed = gather_rows_packed([staged.gradient_table], scoped_indices)
             in_flight.packed_offsets = [0, *itertools.accumulate(rows_per_bucket)]
             in_flight.scoped_indices = scoped_indices
         offsets = in_flight.packed_offsets

@@ -19,7 +19,7 @@ The window's decision and checks live in ``window``; docs/design.md explains the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 
 import torch
 
@@ -29,6 +29,7 @@ from odin_ns.comm.collectives import consecutive_runs
 from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedUnit, StaleUnitError, check_version
 from odin_ns.runtime.finite import FiniteWatch
 from odin_ns.runtime.optimizer import RowOptimizer
+from odin_ns.runtime.packed import PackedGaussians, pack_gaussians
 from odin_ns.runtime.publication import Publication
 from odin_ns.runtime.records import Clock, RuntimeStats, UnitRecord, UnitTrace, latest
 from odin_ns.runtime.replicas import optimizer_tensors, verify_replicas
@@ -52,8 +53,9 @@ SensitivityFn = Callable[[Views], ReaderSensitivity]
 class OdinRuntime:
     """Runs units on shadow views, exchanges their gradients by row buckets and publishes them.
 
-    ``params`` are the shared row-aligned tensors [N, ...] (one dtype and device) that ``optimizers`` (keyed like
-    ``params``) step in place; ``dense_params`` are small tensors every unit updates whole (camera optimizer,
+    ``params`` are the shared row-aligned tensors [N, ...] (one dtype and device) whose Adam state ``optimizers``
+    (keyed like ``params``) hold; the runtime packs them into one table (``packed``), replacing each entry of
+    ``params`` and each optimizer's tensors by views of it, and publishes into it; ``dense_params`` are small tensors every unit updates whole (camera optimizer,
     bilateral grid): the runtime clears their gradients before every compute and averages them over ranks after the
     unit, and the caller steps them. After a structural change (``drain`` first) call ``rebind``.
     """
@@ -81,12 +83,15 @@ class OdinRuntime:
         self._publication = Publication(selective=config.adam == "selective")
         self._stretches = SyncPathStretches(config.fallback_after, config.fallback_units)
         self._pending: StagedUnit | None = None
+        self._optimizers: Mapping[str, RowOptimizer] = optimizers
         self.rebind(params, optimizers)
 
     # ----------------------------------------------------------------------------------------------- public API
 
-    def rebind(self, params: Mapping[str, torch.Tensor], optimizers: Mapping[str, RowOptimizer] | None = None) -> None:
-        """Bind to (possibly resized) parameter tensors after a structural change; bumps ``structure_version``.
+    def rebind(self, params: MutableMapping[str, torch.Tensor], optimizers: Mapping[str, RowOptimizer] | None = None) -> None:
+        """Bind to (possibly resized) parameter tensors after a structural change, packing them (and their
+        optimizers' moments) into new tables: the entries of ``params`` become views of them; bumps
+        ``structure_version``.
 
         Units staged before the change can no longer be published (StaleUnitError): ``drain()`` before changing.
         """
@@ -96,17 +101,20 @@ class OdinRuntime:
         for name, param in params.items():
             if param.dim() == 0 or param.shape[0] != first.shape[0]:
                 raise ValueError(f"parameter '{name}' {tuple(param.shape)} is not row-aligned with {tuple(first.shape)}")
-            if param.dtype != first.dtype or param.device != first.device or not param.is_contiguous():
-                raise ValueError(f"parameter '{name}' must be contiguous {first.dtype} on {first.device}")
+            if param.dtype != first.dtype or param.device != first.device:
+                raise ValueError(f"parameter '{name}' must be {first.dtype} on {first.device} like the others")
         delay = self.config.delay
         missing = {delay.position, delay.opacity_logit} - params.keys()
         if self.policy.needs_delay_bounds and missing:
             raise ValueError(f"delayed reads need the position and opacity tensors, missing {sorted(missing)}")
+        if optimizers is not None:
+            self._optimizers = optimizers
+        self.packed = pack_gaussians(params, self._optimizers)
         self._params = dict(params)
         if self.structure_version < 0:
-            self._finite = FiniteWatch(list(params), first.device)
-        self._publication.bind(params, optimizers if optimizers is not None else self._publication.optimizer_of)
-        self._exchange.plan(list(self._params.values()))
+            self._finite = FiniteWatch(list(params), self.packed.layout.group_of_column(first.device))
+        self._publication.bind(self.packed, self._params, self._optimizers)
+        self._exchange.plan(self.packed.params)
         self.structure_version += 1
 
     @property
@@ -127,7 +135,7 @@ class OdinRuntime:
         if not self.config.overlapped or self._stretches.take_sync_unit():
             self._publish_pending()  # leaving the overlap: the staged unit publishes first, as under sync
             trace.record.sync_path = self.config.overlapped
-            loss, visible, staging = self._compute(compute_fn, shadow_views(self._params), trace, "compute_s", ())
+            loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
             self._publish_all(self._exchange.launch(self._stage(unit_id, staging, visible, trace), read_scope=None))
             self._average_dense_gradients(unit_id)
             return loss
@@ -136,17 +144,14 @@ class OdinRuntime:
         if self.policy.needs_delay_bounds and sensitivity_fn is None:
             raise ValueError(f"{self.policy.name} admission needs sensitivity_fn: delayed reads are bounded in pixels")
         previous, self._pending = self._pending, None
-        views = shadow_views(self._params)
-        in_flight = None if previous is None else self._open_window(previous, views, trace, visible_fn, sensitivity_fn)
-        loss, visible, staging = self._compute(
-            compute_fn, views, trace, "compute_s", in_flight.buffers() if in_flight else ()
-        )
+        in_flight = None if previous is None else self._open_window(previous, trace, visible_fn, sensitivity_fn)
+        loss, visible, staging = self._compute(compute_fn, trace, "compute_s", in_flight.buffers() if in_flight else ())
         if in_flight is not None:
             late_buckets = in_flight.unpublished_with_updates()
             self._publish_all(in_flight)
             if late_buckets and self._saw_stale_rows(in_flight, late_buckets, visible, visible_fn):
                 trace.record.reruns += 1
-                loss, visible, staging = self._compute(compute_fn, shadow_views(self._params), trace, "rerun_compute_s", ())
+                loss, visible, staging = self._compute(compute_fn, trace, "rerun_compute_s", ())
         self._pending = self._stage(unit_id, staging, visible, trace)
         self._average_dense_gradients(unit_id)
         return loss
@@ -181,7 +186,6 @@ class OdinRuntime:
     def _open_window(
         self,
         previous: StagedUnit,
-        views: Views,
         trace: UnitTrace,
         visible_fn: VisibleFn,
         sensitivity_fn: SensitivityFn | None,
@@ -190,10 +194,10 @@ class OdinRuntime:
         this unit must not read unpublished."""
         check_version(previous, self.structure_version)
         with torch.no_grad():
-            read = visible_fn(views)
+            read = visible_fn(self._params)
             maxima = None
             if self.policy.needs_delay_bounds:
-                maxima = local_maxima(list(previous.grads.values()), sensitivity_fn(views), read)
+                maxima = local_maxima(list(previous.grads.values()), sensitivity_fn(self._params), read)
         in_flight = self._exchange.launch(previous, self._scope(read), maxima)
         self._exchange.read_scopes(in_flight)
         if self.policy.needs_delay_bounds and in_flight.hazards.raw:
@@ -210,27 +214,33 @@ class OdinRuntime:
         return scope_of(visible, self.num_rows, next(iter(self._params.values())).device)
 
     def _compute(
-        self, compute_fn: ComputeFn, views: Views, trace: UnitTrace, span: str, in_flight_buffers: Iterable[torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """Forward and backward on ``views``; returns (loss, visible mask, private gradients), checked for WAW/WAR.
-        The dense parameters' gradients start from zero: a re-run replaces the first run's, never adds to them."""
+        self, compute_fn: ComputeFn, trace: UnitTrace, span: str, in_flight_buffers: Iterable[torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Forward and backward on fresh shadow views; returns (loss, visible mask, the unit's private gradient
+        table), its staging checked for WAW/WAR. Gradients start from zero, the dense parameters' too: a re-run
+        replaces the first run's, never adds to them."""
         for param in self.dense_params:
             param.grad = None
+        gradient_table, gradients = self.packed.gradient_table()
+        views = shadow_views(self._params, gradients)
         start = self._clock.now()
         loss, visible = compute_fn(views)
         trace.add_span(span, start, self._clock.now())
         staging = staged_gradients(views)
+        if any(staging[name] is not gradients[name] for name in gradients):
+            raise ValueError("compute_fn replaced a shadow view's .grad: it must accumulate into the one it was given")
         check_private_staging(staging, self._params, in_flight_buffers)
-        return loss, visible, staging
+        return loss, visible, gradient_table
 
     def _average_dense_gradients(self, unit_id: int) -> None:
         grads = [param.grad for param in self.dense_params if param.grad is not None]
         self.context.all_reduce_mean_(grads, f"dense gradients of unit {unit_id}")
 
-    def _stage(self, unit_id: int, staging: dict[str, torch.Tensor], visible: torch.Tensor, trace: UnitTrace) -> StagedUnit:
-        self._finite.observe(unit_id, staging)
+    def _stage(self, unit_id: int, gradient_table: torch.Tensor, visible: torch.Tensor, trace: UnitTrace) -> StagedUnit:
+        self._finite.observe(unit_id, gradient_table)
         return StagedUnit(
-            unit_id, self.structure_version, staging, self._scope(visible), trace, self._publication.learning_rates()
+            unit_id, self.structure_version, gradient_table, self.packed.layout.views(gradient_table),
+            self._scope(visible), trace, self._publication.learning_rates(),
         )
 
     def _publish_pending(self) -> None:
@@ -250,7 +260,7 @@ class OdinRuntime:
         ranges = self._exchange.buckets.ranges
         staged = in_flight.staged
         self._publication.publish(
-            staged.grads,
+            staged.gradient_table,
             in_flight.update_scope,
             (ranges[run[0]][0], ranges[run[-1]][1]),
             staged.learning_rates,
@@ -275,6 +285,6 @@ class OdinRuntime:
         self, in_flight: InFlightExchange, late_buckets: list[int], visible: torch.Tensor, visible_fn: VisibleFn
     ) -> bool:
         with torch.no_grad():
-            seen_after = self._scope(visible_fn(shadow_views(self._params)))
+            seen_after = self._scope(visible_fn(self._params))
         return saw_stale_rows(in_flight, late_buckets, self._exchange.buckets, self._scope(visible), seen_after)
 

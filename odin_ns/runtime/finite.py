@@ -9,7 +9,7 @@ where it began, before the drain's checkpoint is written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -23,13 +23,16 @@ class NonFiniteGradientError(RuntimeError):
 class FiniteWatch:
     """Per parameter group, the first unit whose gradient on this rank held NaN or Inf (-1: none yet)."""
 
-    def __init__(self, names: Sequence[str], device: torch.device):
+    def __init__(self, names: Sequence[str], group_of_column: torch.Tensor):
         self.names = list(names)
-        self.first_unit = torch.full((len(self.names),), -1, dtype=torch.int64, device=device)
+        self.group_of_column = group_of_column
+        """int64 [columns]: the group owning each column of a packed gradient table."""
+        self.first_unit = torch.full((len(self.names),), -1, dtype=torch.int64, device=group_of_column.device)
 
-    def observe(self, unit_id: int, grads: Mapping[str, torch.Tensor]) -> None:
-        """Record ``grads``' groups that hold a non-finite value (device work only)."""
-        bad = torch.stack([~torch.isfinite(grads[name]).all() for name in self.names])
+    def observe(self, unit_id: int, gradient_table: torch.Tensor) -> None:
+        """Record the groups of ``gradient_table`` [N, columns] that hold a non-finite value (device work only)."""
+        bad_columns = (~torch.isfinite(gradient_table)).any(dim=0).to(torch.int64)
+        bad = torch.zeros_like(self.first_unit).index_add_(0, self.group_of_column, bad_columns) > 0
         self.first_unit = torch.where(bad & (self.first_unit < 0), unit_id, self.first_unit)
 
     def check(self, context: DistContext) -> None:

@@ -1,10 +1,11 @@
 """The optimizer protocol of publication, and ScopedAdam, the Adam that implements it on the Gaussians' rows.
 
-Publication hands an optimizer everything a step needs as arguments: the averaged gradients, the rows (an update
-scope) and row range to step, and the learning rates the unit ran under (``step_rows``). Nothing travels through
-``param.grad`` or by swapping ``param_groups`` learning rates, so a scheduler may move the learning rates while a
-unit is in flight and a unit may publish in several row ranges. What throughput-first's delay bound needs of Adam's
-state comes through ``adam_rows``.
+Publication steps the packed Gaussian table itself (``odin_ns.runtime.publication``): of an optimizer it needs the
+state (Adam's moments, views of the packed moment tables, and the step count), each group's hyperparameters and
+learning rate, and what throughput-first's delay bound reads of Adam's state (``adam_rows``). The learning rates
+travel as arguments, snapshotted when a unit is staged: nothing goes through ``param.grad`` or by swapping
+``param_groups`` learning rates, so a scheduler may move them while a unit is in flight and a unit may publish in
+several row ranges.
 
 ScopedAdam against gsplat's ``gsplat.optimizers.SelectiveAdam`` (gsplat >= 1.5), which also skips invisible rows:
 
@@ -32,23 +33,15 @@ class RowOptimizer(Protocol):
     """What publication needs of an optimizer."""
 
     state: Mapping[torch.Tensor, dict[str, Any]]
-    """torch's per-parameter state (moments and step count), read by the replica checks."""
+    """torch's per-parameter state (moments and step count), read by publication and the replica checks."""
+    param_groups: Sequence[dict[str, Any]]
+    """torch's parameter groups: each group's ``params``, ``betas`` and ``eps``."""
 
     def holds(self, param: torch.Tensor) -> bool:
         """Whether ``param`` is one of the tensors this optimizer steps."""
 
     def learning_rates(self) -> list[float]:
         """The current learning rate of each parameter group, in group order (a scheduler moves them)."""
-
-    def step_rows(
-        self,
-        gradients: Mapping[torch.Tensor, torch.Tensor],
-        rows: torch.Tensor | None,
-        row_range: tuple[int, int] | None,
-        learning_rates: Sequence[float],
-        advance_step: bool,
-    ) -> None:
-        """One step of ``rows`` (None: all) within ``row_range`` of the parameters in ``gradients``."""
 
     def adam_rows(self, param: torch.Tensor, learning_rates: Sequence[float]) -> AdamRows:
         """``param``'s Adam state as the next step will find it, with its group's rate from ``learning_rates``."""

@@ -2,26 +2,40 @@
 
 A unit publishes with the learning rates it ran under (snapshotted when it was staged: a scheduler may move them
 while its exchange is in flight), over its update scope's rows (``selective``) or every row (``dense``), and in as
-many row ranges as its window needs; the first range advances the optimizers' step count. Everything goes to the
-optimizers as arguments of ``RowOptimizer.step_rows``.
+many row ranges as its window needs; the first range advances the step count. The Gaussians are packed
+(``odin_ns.runtime.packed``): a publication is one fused Adam launch over the parameter table, each column group at
+the learning rate and eps of the optimizer group holding it. The optimizers keep the state (moments as views of
+the packed tables, the step count) and the hyperparameters; publication reads them and steps the tables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 
+from odin_ns.kernels import ColumnGroup, packed_adam_step
 from odin_ns.runtime.optimizer import RowOptimizer
+from odin_ns.runtime.packed import PackedGaussians
 from odin_ns.sync.gate import AdamRows
 
-REQUIRED_METHODS = ("holds", "learning_rates", "step_rows", "adam_rows")
+REQUIRED_METHODS = ("holds", "learning_rates", "adam_rows")
 LearningRates = tuple[list[float], ...]
 """Each distinct optimizer's per-group learning rates, in the order of ``Publication.optimizers``."""
 
 
+@dataclass(frozen=True)
+class _GroupOf:
+    """Where a parameter's hyperparameters live: optimizer ``optimizer`` (index into ``Publication.optimizers``),
+    its param group ``group``."""
+
+    optimizer: int
+    group: int
+
+
 class Publication:
-    """Steps the optimizers of the bound row-aligned parameters."""
+    """Steps the packed table of the bound row-aligned parameters."""
 
     def __init__(self, selective: bool):
         self.selective = selective
@@ -29,22 +43,39 @@ class Publication:
         self.params: dict[str, torch.Tensor] = {}
         self.optimizer_of: dict[str, RowOptimizer] = {}
         self.optimizers: list[RowOptimizer] = []
+        self._packed: PackedGaussians | None = None
+        self._group_of: dict[str, _GroupOf] = {}
+        self._betas: tuple[float, float] = (0.9, 0.999)
 
-    def bind(self, params: Mapping[str, torch.Tensor], optimizers: Mapping[str, RowOptimizer]) -> None:
-        """Publish into ``params`` with ``optimizers`` (keyed like ``params``; one may serve several names)."""
+    def bind(
+        self, packed: PackedGaussians, params: Mapping[str, torch.Tensor], optimizers: Mapping[str, RowOptimizer]
+    ) -> None:
+        """Publish into ``packed`` (whose views are ``params``) with the hyperparameters and state of ``optimizers``
+        (keyed like ``params``; one may serve several names)."""
         for name, param in params.items():
-            if name in optimizers and not all(hasattr(optimizers[name], m) for m in REQUIRED_METHODS):
+            if name not in optimizers:
+                raise ValueError(f"no optimizer given for parameter '{name}'")
+            if not all(hasattr(optimizers[name], m) for m in REQUIRED_METHODS):
                 raise ValueError(
                     f"the optimizer for '{name}' ({type(optimizers[name]).__name__}) does not implement RowOptimizer "
                     f"({', '.join(REQUIRED_METHODS)}): use odin_ns.runtime.optimizer.ScopedAdam"
                 )
-            if name not in optimizers:
-                raise ValueError(f"no optimizer given for parameter '{name}'")
             if not optimizers[name].holds(param):
                 raise ValueError(f"the optimizer for '{name}' does not hold the bound tensor: rebind it after replacing it")
         self.params = dict(params)
         self.optimizer_of = {name: optimizers[name] for name in params}
         self.optimizers = list({id(optimizer): optimizer for optimizer in self.optimizer_of.values()}.values())
+        index_of = {id(optimizer): index for index, optimizer in enumerate(self.optimizers)}
+        self._group_of = {}
+        for name, param in self.params.items():
+            optimizer = self.optimizer_of[name]
+            group = next(i for i, g in enumerate(optimizer.param_groups) if any(p is param for p in g["params"]))
+            self._group_of[name] = _GroupOf(index_of[id(optimizer)], group)
+        betas = {tuple(self._hyper(name)["betas"]) for name in self.params}
+        if len(betas) != 1:
+            raise ValueError(f"the Gaussians' optimizer groups must share Adam's betas to be stepped as one table, got {betas}")
+        (self._betas,) = betas
+        self._packed = packed
 
     def learning_rates(self) -> LearningRates:
         """The current learning rates, to publish a unit with later."""
@@ -52,17 +83,30 @@ class Publication:
 
     def publish(
         self,
-        grads: Mapping[str, torch.Tensor],
+        gradient_table: torch.Tensor,
         update_scope: torch.Tensor,
         row_range: tuple[int, int],
         learning_rates: LearningRates,
         first: bool,
     ) -> None:
-        """One step of ``row_range`` from the averaged ``grads`` (keyed like the parameters)."""
-        gradients = {self.params[name]: grad for name, grad in grads.items()}
-        rows = update_scope if self.selective else None
-        for optimizer, rates in zip(self.optimizers, learning_rates):
-            optimizer.step_rows(gradients, rows, row_range, rates, advance_step=first)
+        """One step of ``row_range`` from the averaged ``gradient_table`` (packed like the parameters)."""
+        states = [self.optimizer_of[name].state[param] for name, param in self.params.items()]
+        step = int(states[0]["step"].item()) + int(first)  # a host tensor: torch keeps Adam's step count there
+        if step == 0:
+            raise ValueError("a unit's first publication must advance the step count")
+        if first:
+            for state in states:
+                state["step"].fill_(step)
+        packed = self._packed
+        columns = [
+            ColumnGroup(lo, hi, learning_rates[where.optimizer][where.group], self._hyper(name)["eps"])
+            for name, (lo, hi) in packed.layout.spans.items()
+            for where in (self._group_of[name],)
+        ]
+        packed_adam_step(
+            packed.params, gradient_table, packed.exp_avg, packed.exp_avg_sq,
+            update_scope if self.selective else None, columns, *self._betas, step, row_range,
+        )
 
     def adam_rows(self, learning_rates: LearningRates) -> dict[str, AdamRows]:
         """Each parameter's Adam state as the next publication will find it, at ``learning_rates``."""
@@ -71,3 +115,7 @@ class Publication:
             name: self.optimizer_of[name].adam_rows(param, rates_of[id(self.optimizer_of[name])])
             for name, param in self.params.items()
         }
+
+    def _hyper(self, name: str) -> dict:
+        where = self._group_of[name]
+        return self.optimizers[where.optimizer].param_groups[where.group]

@@ -18,11 +18,17 @@ from collections.abc import Mapping
 import torch
 
 
-def shadow_views(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Private leaf views of ``params`` (same storage, own ``.grad``) for one unit's forward and backward."""
-    return {name: param.detach().requires_grad_(True) for name, param in params.items()}
+def shadow_views(params: Mapping[str, torch.Tensor], gradients: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Private leaf views of ``params`` (same storage) for one unit's forward and backward, whose backward accumulates
+    into ``gradients`` (zeroed views of the unit's own packed gradient table, ``odin_ns.runtime.packed``)."""
+    views = {}
+    for name, param in params.items():
+        view = param.detach().requires_grad_(True)
+        view.grad = gradients[name]
+        views[name] = view
+    return views
 
 
 def staged_gradients(views: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The unit's private gradients, read from its views; zeros for a parameter its loss did not reach."""
-    return {name: view.grad if view.grad is not None else torch.zeros_like(view) for name, view in views.items()}
+    """The unit's private gradients, read from its views (the compute function must not have replaced them)."""
+    return {name: view.grad for name, view in views.items()}
