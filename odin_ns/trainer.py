@@ -200,6 +200,7 @@ class OdinTrainer(Trainer):
         return self._train_unit(step)
 
     def _train_unit(self, step: int) -> TRAIN_INTERATION_OUTPUT:
+        self.context.at_step(step)  # a peer failure names the step
         self.optimizers.zero_grad_all()
         loss, loss_dict, metrics_dict = self.pipeline.train_unit(step, self.optimizers)
         self.optimizers.scheduler_step_all(step)

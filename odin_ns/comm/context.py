@@ -3,14 +3,15 @@
 Built once by the trainer (``from_torchrun``, ``joined`` under nerfstudio's launcher, ``single`` for one process) and
 passed down to the pipeline, datamanager and runtime, as torchtitan's ``ParallelDims``: nothing outside
 ``odin_ns.comm`` reads ``torch.distributed``'s globals. Every collective here carries the context's timeout and turns
-a dead or hung peer into ``PeerFailureError`` naming the collective. A one-rank context needs no process group: its
-collectives are the identity.
+a dead or hung peer into ``PeerFailureError`` naming the rank, the step and the collective: gloo enforces the timeout
+per operation, and on NCCL the context's ``CollectiveWatch`` enforces it on the collectives' completion
+(``odin_ns.comm.watch``). A one-rank context needs no process group: its collectives are the identity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -27,7 +28,15 @@ from odin_ns.comm.collectives import (
     all_reduce_statistics,
     all_reduce_sum_async,
 )
-from odin_ns.comm.process_group import barrier, naming_peer_failures, read_torchrun_env, wait_for
+from odin_ns.comm.process_group import (
+    abort_group,
+    barrier,
+    naming_peer_failures,
+    read_torchrun_env,
+    set_group_timeout,
+    wait_for,
+)
+from odin_ns.comm.watch import CollectiveWatch, watchdog_timeout
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,8 @@ class DistContext:
     timeout: timedelta
     group: dist.ProcessGroup | None = None
     """The group the collectives run over (None: the default group; unused with one rank)."""
+    watch: CollectiveWatch | None = None
+    """This rank's step, named in errors, and on NCCL the deadlines of its collectives (None with one rank)."""
 
     @classmethod
     def single(cls, device: torch.device | str, timeout_s: float = 600.0) -> DistContext:
@@ -53,7 +64,7 @@ class DistContext:
     def from_torchrun(cls, timeout_s: float = 600.0, backend: str | None = None) -> DistContext:
         """Join the default process group from torchrun's environment: NCCL on the GPU ``LOCAL_RANK`` when CUDA is
         available, gloo on the CPU otherwise. ``timeout_s`` bounds every collective (gloo enforces it per
-        operation, NCCL through its watchdog)."""
+        operation, the context's watch on NCCL, whose own watchdog gets a longer timeout as a backstop)."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         rank, world_size, local_rank = read_torchrun_env()
@@ -65,17 +76,25 @@ class DistContext:
             device = torch.device("cpu")
         timeout = timedelta(seconds=timeout_s)
         dist.init_process_group(
-            backend, rank=rank, world_size=world_size, timeout=timeout, device_id=device if backend == "nccl" else None
+            backend,
+            rank=rank,
+            world_size=world_size,
+            timeout=watchdog_timeout(timeout) if backend == "nccl" else timeout,
+            device_id=device if backend == "nccl" else None,
         )
-        return cls(rank, world_size, local_rank, device, backend, timeout)
+        return cls(rank, world_size, local_rank, device, backend, timeout, watch=_watch(rank, timeout, backend, device))
 
     @classmethod
     def joined(cls, local_rank: int, device: torch.device | str, timeout_s: float) -> DistContext:
-        """The default group another launcher (nerfstudio's ``launch``) already initialised."""
+        """The default group another launcher (nerfstudio's ``launch``, with its 30-minute timeout) already
+        initialised, its timeout set to ``timeout_s`` as ``from_torchrun`` sets it."""
         if not dist.is_initialized():
             raise RuntimeError("DistContext.joined needs an initialised default process group")
         timeout = timedelta(seconds=timeout_s)
-        return cls(dist.get_rank(), dist.get_world_size(), local_rank, torch.device(device), dist.get_backend(), timeout)
+        rank, backend, device = dist.get_rank(), dist.get_backend(), torch.device(device)
+        set_group_timeout(watchdog_timeout(timeout) if backend == "nccl" else timeout)
+        return cls(rank, dist.get_world_size(), local_rank, device, backend, timeout,
+                   watch=_watch(rank, timeout, backend, device))
 
     @property
     def is_main(self) -> bool:
@@ -88,16 +107,26 @@ class DistContext:
         singletons = [dist.new_group([rank], timeout=self.timeout) for rank in range(self.world_size)]
         return replace(self, world_size=1, group=singletons[self.rank])
 
+    def at_step(self, step: int) -> None:
+        """Name ``step`` in this rank's errors from now on."""
+        if self.watch is not None:
+            self.watch.step = step
+
     def destroy(self) -> None:
-        """Tear the process group down (a one-rank context has none)."""
+        """Tear the process group down (a one-rank context has none). After a peer failure on NCCL the watch has
+        aborted the communicators already; destroying would wait on them, so the group is left to the exit."""
+        if self.watch is not None:
+            self.watch.stop()
         if self.world_size > 1 and self.group is None and dist.is_initialized():
+            if self.watch is not None and self.watch.failure is not None:
+                return
             dist.destroy_process_group()
 
     # ------------------------------------------------------------------------------------------------ collectives
 
     def barrier(self, what: str) -> None:
         if self.world_size > 1:
-            barrier(what, self.timeout, self.group)
+            barrier(what, self.timeout, self.group, self.watch, self.device)
 
     def broadcast_(self, tensors: Sequence[torch.Tensor], what: str, src: int = 0) -> None:
         """Overwrite ``tensors`` in place with rank ``src``'s."""
@@ -111,7 +140,7 @@ class DistContext:
         if self.world_size == 1:
             return value
         holder = [value]
-        with naming_peer_failures(what, self.timeout):
+        with self._section(what), naming_peer_failures(what, self.timeout, self.watch):
             dist.broadcast_object_list(holder, src=src, group=self.group)
         return holder[0]
 
@@ -129,7 +158,7 @@ class DistContext:
         """``all_reduce_statistics`` over this context (the identity with one rank)."""
         if self.world_size == 1:
             return dict(statistics)
-        return all_reduce_statistics(statistics, ops, self.timeout, self.group)
+        return all_reduce_statistics(statistics, ops, self.timeout, self.group, self.watch)
 
     def all_equal(self, values: torch.Tensor, what: str) -> torch.Tensor:
         """bool [len(values)]: whether each element of ``values`` (1-D) is the same on every rank."""
@@ -154,18 +183,33 @@ class DistContext:
         """Every rank's ``local`` as [world_size, *local.shape], in flight."""
         if self.world_size == 1:
             return LocalResult(local[None], clock)
-        return all_gather_async(local, what, self.timeout, clock, stream, self.group)
+        return all_gather_async(local, what, self.timeout, clock, stream, self.group, self.watch)
 
     def all_reduce_sum_async(
         self, buffer: torch.Tensor, what: str, clock: Clock, stream: torch.cuda.Stream | None
     ) -> Collective:
         """``buffer`` summed over ranks in place, in flight."""
-        return all_reduce_sum_async(buffer, what, self.timeout, clock, stream, self.group)
+        return all_reduce_sum_async(buffer, what, self.timeout, clock, stream, self.group, self.watch)
 
     def _blocking(self, what: str, launch) -> None:
-        with naming_peer_failures(what, self.timeout):
+        if self.watch is not None:
+            self.watch.check()
+        with naming_peer_failures(what, self.timeout, self.watch):
             work = launch()
-        wait_for(work, what, self.timeout)
+        wait_for(work, what, self.timeout, self.watch)
+
+    def _section(self, what: str):
+        """A blocking call whose works are not exposed, bounded by the timeout on NCCL."""
+        return self.watch.section(what) if self.watch is not None else nullcontext()
+
+
+def _watch(rank: int, timeout: timedelta, backend: str, device: torch.device) -> CollectiveWatch:
+    """The watch of a rank of a multi-rank group: enforcing deadlines on NCCL (aborting the default group on a
+    failure), only naming the step on gloo, which enforces its timeout itself."""
+    if backend != "nccl":
+        return CollectiveWatch(rank, timeout)
+    on_start = (lambda: torch.cuda.set_device(device)) if device.type == "cuda" else None
+    return CollectiveWatch(rank, timeout, enforce=True, abort=abort_group, on_start=on_start)
 
 
 @contextmanager

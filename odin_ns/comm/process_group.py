@@ -1,7 +1,8 @@
 """Joining the training process group from torchrun's environment, with timeouts that turn a dead peer into an error.
 
-Every collective of the runtime goes through ``wait_for`` or ``barrier`` here, so a rank that dies or hangs makes the
-survivors raise ``PeerFailureError`` naming the collective within the configured timeout instead of blocking forever.
+Every collective of the runtime goes through ``wait_for`` or ``barrier`` here (and, on NCCL, a
+``odin_ns.comm.watch.CollectiveWatch``), so a rank that dies or hangs makes the survivors raise ``PeerFailureError``
+naming the collective within the configured timeout instead of blocking forever.
 """
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from odin_ns.comm.watch import CollectiveWatch
 
 TORCHRUN_ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -35,8 +40,19 @@ def read_torchrun_env(env: Mapping[str, str] = os.environ) -> tuple[int, int, in
     return rank, world_size, local_rank
 
 
+def peer_failure_message(
+    what: str, timeout: timedelta, rank: int | str, step: int | None = None, cause: BaseException | str | None = None
+) -> str:
+    """One line: which rank, at which step, waited for which collective, how long, and the backend's first line."""
+    where = f"rank {rank}" if step is None else f"rank {rank}, step {step}"
+    message = (f"{where}: {what} did not complete within the {timeout.total_seconds():g} s collective timeout: "
+               "a peer rank died or hung")
+    lines = str(cause).strip().splitlines() if cause is not None else []
+    return f"{message} ({lines[0]})" if lines else message
+
+
 @contextmanager
-def naming_peer_failures(what: str, timeout: timedelta) -> Iterator[None]:
+def naming_peer_failures(what: str, timeout: timedelta, watch: CollectiveWatch | None = None) -> Iterator[None]:
     """Re-raise a backend error inside the block as PeerFailureError naming the collective ``what``.
 
     gloo reports a dead peer as a plain RuntimeError ("Connection reset by peer", "Operation timed out") at whichever
@@ -44,24 +60,63 @@ def naming_peer_failures(what: str, timeout: timedelta) -> Iterator[None]:
     """
     try:
         yield
+    except PeerFailureError:
+        raise
     except RuntimeError as error:
-        rank = dist.get_rank() if dist.is_initialized() else "?"
-        raise PeerFailureError(
-            f"rank {rank}: {what} did not complete within the {timeout.total_seconds():g} s collective timeout: "
-            f"a peer rank died or hung ({error})"
-        ) from error
-
-
-def wait_for(work: dist.Work, what: str, timeout: timedelta) -> None:
-    """Block the host until ``work`` completes; PeerFailureError naming ``what`` if a peer dies or time runs out."""
-    with naming_peer_failures(what, timeout):
-        work.wait(timeout=timeout)
-
-
-def barrier(what: str, timeout: timedelta, group: dist.ProcessGroup | None = None) -> None:
-    """All ranks meet here; gloo's monitored barrier names the ranks that never arrive."""
-    with naming_peer_failures(what, timeout):
-        if dist.get_backend(group) == "gloo":
-            dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=True)
+        if watch is not None:
+            message = watch.message(what, error)
         else:
-            dist.barrier(group=group)
+            message = peer_failure_message(what, timeout, dist.get_rank() if dist.is_initialized() else "?", None, error)
+        raise PeerFailureError(message) from error
+
+
+def wait_for(work: dist.Work, what: str, timeout: timedelta, watch: CollectiveWatch | None = None) -> None:
+    """Block the host until ``work`` completes; PeerFailureError naming ``what`` if a peer dies or time runs out.
+
+    With a watch that enforces the deadline (NCCL), the watch reports; the wait itself is bounded by the group's
+    longer watchdog timeout only as a backstop.
+    """
+    with naming_peer_failures(what, timeout, watch):
+        if watch is not None and watch.enforce:
+            watch.track(work, what)
+            work.wait(timeout=watch.backstop)
+        else:
+            work.wait(timeout=timeout)
+
+
+def barrier(
+    what: str,
+    timeout: timedelta,
+    group: dist.ProcessGroup | None = None,
+    watch: CollectiveWatch | None = None,
+    device: torch.device | None = None,
+) -> None:
+    """All ranks meet here; gloo's monitored barrier names the ranks that never arrive. On NCCL the barrier's work is
+    waited for like any collective's (``dist.barrier``'s own wait blocks on a CUDA stream, beyond any timeout)."""
+    if dist.get_backend(group) == "gloo":
+        with naming_peer_failures(what, timeout, watch):
+            dist.monitored_barrier(group=group, timeout=timeout, wait_all_ranks=True)
+        return
+    if watch is not None:
+        watch.check()
+    device_ids = [device.index] if device is not None and device.type == "cuda" and device.index is not None else None
+    with naming_peer_failures(what, timeout, watch):
+        work = dist.barrier(group=group, async_op=True, device_ids=device_ids)
+    wait_for(work, what, timeout, watch)
+
+
+def set_group_timeout(timeout: timedelta, group: dist.ProcessGroup | None = None) -> None:
+    """Bound the future collectives of ``group`` (default: the default group) by ``timeout``, e.g. of a group
+    another launcher created (nerfstudio's uses 30 minutes)."""
+    set_timeout = getattr(dist, "set_timeout", None) or dist.distributed_c10d._set_pg_timeout  # torch < 2.12
+    set_timeout(timeout, group)
+
+
+def abort_group(group: dist.ProcessGroup | None = None) -> None:
+    """Abort the communicators of ``group`` (default: the default group): NCCL kernels waiting for a dead peer exit,
+    so host calls blocked on them return. The group is unusable afterwards."""
+    process_group = group if group is not None else dist.distributed_c10d._get_default_group()
+    try:
+        process_group.abort()
+    except AttributeError:  # torch without ProcessGroup.abort: the backend's
+        process_group._get_backend(torch.device("cuda")).abort()
