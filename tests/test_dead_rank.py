@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from odin_ns.comm.context import DistContext
-from odin_ns.comm.process_group import PeerFailureError, peer_failure_message
+from odin_ns.comm.process_group import PeerFailureError, naming_peer_failures, peer_failure_message
 from odin_ns.comm.watch import CollectiveWatch, watchdog_timeout
 from training import QUIET_TRAINING, torchrun
 
@@ -140,6 +140,19 @@ def test_a_backend_error_on_a_collective_fails_at_once_naming_it():
     error, seconds, _ = run_training_thread(body, timeout_s=60.0)
     assert isinstance(error, PeerFailureError) and seconds < 2.0
     assert str(error).endswith("a peer rank died or hung (NCCL error: remote process exited)"), "one line"
+
+
+def test_a_backend_error_met_by_the_training_thread_is_reported_the_same_way(capfd):
+    def body(watch, released):
+        with naming_peer_failures("scope exchange of unit 7", watch.timeout, watch):
+            raise RuntimeError("NCCL communicator was aborted on rank 3.\nException raised from ...")
+
+    error, _, aborts = run_training_thread(body, timeout_s=60.0)
+    expected = ("rank 3, step 7: scope exchange of unit 7 did not complete within the 60 s collective timeout: a peer "
+                "rank died or hung (NCCL communicator was aborted on rank 3.)")
+    assert isinstance(error, PeerFailureError) and str(error) == expected and aborts == 1
+    assert [line for line in capfd.readouterr().err.splitlines() if "PeerFailureError" in line] == [
+        f"PeerFailureError: {expected}"], "the line a launcher that swallows the traceback still shows"
 
 
 def test_a_rank_stuck_beyond_the_abort_is_ended_by_the_alarm():

@@ -64,7 +64,7 @@ def naming_peer_failures(what: str, timeout: timedelta, watch: CollectiveWatch |
         raise
     except RuntimeError as error:
         if watch is not None:
-            message = watch.message(what, error)
+            message = watch.report(what, error)
         else:
             message = peer_failure_message(what, timeout, dist.get_rank() if dist.is_initialized() else "?", None, error)
         raise PeerFailureError(message) from error

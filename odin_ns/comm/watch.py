@@ -217,11 +217,22 @@ class CollectiveWatch:
             late = [(deadline, what) for deadline, what in self._sections.values() if now >= deadline]
         return (min(late)[1], None) if late else None
 
-    def _fail(self, what: str, cause: BaseException | str | None) -> None:
-        message = self.message(what, cause)
-        self.failure = message
+    def report(self, what: str, cause: BaseException | str | None = None) -> str:
+        """A failure the training thread met itself (the backend raised): reported as the watch reports one, except
+        that the caller raises it. Returns the message to raise (the first failure's, if one was reported)."""
+        if self.enforce:
+            self._fail(what, cause, in_training_thread=True)
+        return self.failure or self.message(what, cause)
+
+    def _fail(self, what: str, cause: BaseException | str | None, in_training_thread: bool = False) -> None:
+        with self._lock:
+            if self.failure is not None:
+                return
+            message = self.failure = self.message(what, cause)
+        self._stopped.set()
         print(f"PeerFailureError: {message}", file=sys.stderr, flush=True)
-        raise_in_thread(self._target, peer_failure_type(message))
+        if not in_training_thread:
+            raise_in_thread(self._target, peer_failure_type(message))
         if self._grace_s is not None:
             signal.alarm(max(1, round(self._grace_s)))
         if self._abort is not None:
