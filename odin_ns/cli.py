@@ -21,10 +21,11 @@ def subcommands() -> Dict[str, Type]:
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
     from odin_ns.export import ExportCommand
+    from odin_ns.scaling.command import SimulateCommand
 
     return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "export": ExportCommand, "bench": BenchCommand,
             "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand,
-            "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand}
+            "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand, "simulate": SimulateCommand}
 
 
 def entrypoint() -> None:

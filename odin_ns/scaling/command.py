@@ -1,0 +1,227 @@
+"""``odin-ns simulate``: predicted step time and views/s per mode and world size over modelled links, from measured
+unit logs; ``--validate`` checks the model against a measured 2-rank run; ``--plot`` draws views/s against W.
+
+Tables are Markdown, so they paste into docs/scaling.md beside the command that printed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, Optional, Tuple
+
+import numpy as np
+import tyro
+
+from odin_ns.scaling.links import PRESETS, Link
+from odin_ns.scaling.measured import Calibration, MeasuredRun, ScalingInputError, calibrate, load_run
+from odin_ns.scaling.replay import MODES, OVERLAPPED, Prediction, ShardedSends, predict, predictable
+from odin_ns.scaling.windows import WindowStatistics
+from odin_ns.schedule.plan import SchedulePlan
+
+
+@dataclass
+class SimulateCommand:
+    """Predict the step time and views/s of sync, quality-first, throughput-first and the sharded peer at other
+    world sizes over modelled links, replaying measured unit logs (docs/scaling.md)."""
+
+    runs: Annotated[Tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")]
+    """Run directories holding odin_units.jsonl (and odin_units_rank*.jsonl): per-view compute times, host time per
+    step (from nerfstudio's tensorboard scalars) and, from quality-first or throughput-first runs on 2+ ranks, the
+    overlap windows."""
+    plan: Optional[Path] = None
+    """The capture's plan.npz (odin-ns plan, same seed as training): views reach ranks as the runtime deals them.
+    Without it each rank's views are drawn from the measured per-view times."""
+    balance_ranks: bool = False
+    """The runs trained with --pipeline.datamanager.balance-ranks True (keep the plan's view costs)."""
+    views_per_rank: int = 1
+    """Views per rank of the measured runs (--pipeline.datamanager.views-per-rank), kept at every world size."""
+    world_sizes: Tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    links: Tuple[str, ...] = ("nvswitch", "pcie", "infiniband", "ethernet")
+    """Link presets (odin_ns/scaling/links.py)."""
+    modes: Tuple[str, ...] = MODES
+    sharded_sends: ShardedSends = "visible"
+    """Sharded peer: 'visible' sends only the (Gaussian, camera) pairs a camera sees (gsplat's packed mode, as
+    Grendel-GS does); 'all' sends every pair (packed=False, how odin-ns bench runs gsplat-distributed)."""
+    gaussians: Optional[int] = None
+    """Gaussian count, for runs without tensorboard scalars."""
+    sh_degree: int = 3
+    steps: int = 400
+    """Steps replayed per world size."""
+    seed: int = 0
+    plot: Optional[Path] = None
+    """Draw views/s against the world size, one panel per link, into this PNG."""
+    validate: bool = False
+    """Fit on the 1-rank runs, predict each 2+-rank run at its world size and mode, and print predicted against
+    measured step time."""
+
+    def main(self) -> None:
+        try:
+            self._check_options()
+            runs = [load_run(path, self.views_per_rank) for path in self.runs]
+            plan = self._load_plan()
+            if self.validate:
+                self._validate(runs, plan)
+            else:
+                self._simulate(runs, plan)
+        except ScalingInputError as error:
+            raise SystemExit(f"error: {error}") from None
+
+    def _check_options(self) -> None:
+        if not self.runs:
+            raise ScalingInputError("give at least one run directory")
+        unknown = sorted(set(self.links) - PRESETS.keys()) or sorted(set(self.modes) - set(MODES))
+        if unknown:
+            raise ScalingInputError(f"unknown link or mode {unknown}: links are {sorted(PRESETS)}, modes {MODES}")
+        if min(self.world_sizes, default=0) < 1 or self.views_per_rank < 1 or self.steps < 1:
+            raise ScalingInputError("world sizes, views per rank and steps must be at least 1")
+
+    def _load_plan(self) -> SchedulePlan | None:
+        if self.plan is None:
+            return None
+        try:
+            plan = SchedulePlan.load(self.plan)
+        except (OSError, ValueError, KeyError) as error:
+            raise ScalingInputError(f"cannot read plan {self.plan}: {error}") from None
+        return plan if self.balance_ranks else replace(plan, view_costs=None)
+
+    def _fit(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> Calibration:
+        return calibrate(runs, plan, self.gaussians, MODES)
+
+    def _simulate(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> None:
+        calibration = self._fit(runs, plan)
+        fitted = WindowStatistics.fit(runs, calibration.visible_share)
+        links = [PRESETS[name] for name in self.links]
+        predictions, dealings = predict(calibration, fitted, plan, links, self.world_sizes, self.modes, self.steps,
+                                        self.seed, self.sharded_sends, self.sh_degree)
+        print(describe_calibration(calibration, self.modes))
+        print(describe_windows(fitted, self.modes))
+        for link in links:
+            print(f"\n{describe_link(link)}\n")
+            print(prediction_table([p for p in predictions if p.link == link.name], dealings))
+        if self.plot is not None:
+            print(f"\nwrote {plot_scaling(predictions, links, self.plot)}")
+
+    def _validate(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> None:
+        single = [run for run in runs if run.world_size == 1]
+        targets = [run for run in runs if run.world_size > 1]
+        if not single or not targets:
+            raise ScalingInputError("--validate needs runs on 1 rank (to fit) and on 2+ ranks (to predict)")
+        untimed = [run.describe() for run in targets if run.step_s is None]
+        if untimed:
+            raise ScalingInputError(f"no measured step time (train with --vis tensorboard): {untimed[0]}")
+        unmodelled = [run.describe() for run in targets if run.mode not in MODES]
+        if unmodelled:
+            raise ScalingInputError(f"mode not modelled: {unmodelled[0]}")
+        calibration = self._fit(single, plan)
+        print(describe_calibration(calibration, sorted({run.mode for run in targets})))
+        rows = []
+        for run in targets:
+            fitted = WindowStatistics.fit([run], calibration.visible_share)
+            if run.mode not in predictable([run.mode], fitted):
+                raise ScalingInputError(f"{run.describe()} logged no windows (or delay bounds) to replay")
+            links = [PRESETS[name] for name in self.links]
+            predictions, _ = predict(calibration, fitted, plan, links, [run.world_size], [run.mode], self.steps,
+                                     self.seed, self.sharded_sends, self.sh_degree)
+            measured = split_step(run.step_s, run.slowest_compute_s, run.overhead_s)
+            for prediction in predictions:
+                error = 100 * (prediction.step_s - run.step_s) / run.step_s
+                predicted = split_step(prediction.step_s, prediction.compute_s, calibration.overhead_s[run.mode])
+                rows.append([str(run.path), run.mode, str(run.world_size), prediction.link, predicted, measured,
+                             f"{error:+.1f}%"])
+        print()
+        print(markdown_table(["run", "mode", "W", "link", "predicted ms (= compute + host + rest)", "measured ms",
+                              "error"], rows))
+        print("\nWindows of overlapped runs are fitted on that run itself (a 1-rank run has none): this checks the "
+              "timing model, not the extrapolation of scopes to more ranks.")
+
+
+def split_step(step_s: float, compute_s: float, host_s: float) -> str:
+    """A step time and its parts in ms: the slowest rank's compute, host time outside the runtime's spans, and the
+    rest (exposed exchange, publication, re-runs)."""
+    rest = step_s - compute_s - host_s
+    return f"{1e3 * step_s:.2f} (= {1e3 * compute_s:.2f} + {1e3 * host_s:.2f} + {1e3 * rest:.2f})"
+
+
+def describe_calibration(calibration: Calibration, modes: Sequence[str]) -> str:
+    """What the model took from the runs' spans and step times, in a few lines."""
+    borrowed = " (not measured: sync's, else the fewest ranks' run's)"
+    overheads = [f"{mode} {1e3 * calibration.overhead_s[mode]:.2f} ms"
+                 + ("" if mode in calibration.measured_overheads else borrowed) for mode in modes]
+    lines = [f"fitted on: {'; '.join(calibration.sources)}",
+             f"{calibration.gaussians} Gaussians, a view sees {calibration.visible_share:.1%} of them; "
+             f"{len(calibration.view_seconds)} per-view compute times (median "
+             f"{1e3 * float(np.median(calibration.view_seconds)):.2f} ms); "
+             f"publication {1e3 * calibration.publish_s:.2f} ms per unit",
+             "host time per step outside the runtime's spans: " + ", ".join(overheads)]
+    return "\n".join(lines)
+
+
+def describe_windows(fitted: WindowStatistics | None, modes: Sequence[str]) -> str:
+    """What the model took from the overlap windows, and which modes they leave unpredicted."""
+    lines = []
+    if fitted is not None:
+        lines.append(f"windows: {fitted.windows} measured; per view: bucket touched {fitted.bucket_touch:.3f}, "
+                     f"updated bucket re-read {fitted.reread:.3f}, rows of a touched bucket seen "
+                     f"{fitted.row_share:.3f}; re-run rate {fitted.rerun_rate:.3f}; "
+                     f"{len(fitted.delay_bounds)} delay bounds")
+    missing = [mode for mode in modes if mode not in predictable(modes, fitted)]
+    if missing:
+        lines.append(f"not predicted: {', '.join(missing)} (no overlap windows, or no throughput-first delay bounds, "
+                     "in the runs: measure them on 2+ ranks)")
+    return "\n".join(lines)
+
+
+def describe_link(link: Link) -> str:
+    return f"link {link.name}: {link.bandwidth / 1e9:g} GB/s, {link.latency * 1e6:g} us per step"
+
+
+def prediction_table(predictions: Sequence[Prediction], dealings: dict[int, str]) -> str:
+    """One row per world size: each mode's step time and views/s, and, beside the others, their ratio to sync."""
+    modes = list(dict.fromkeys(p.mode for p in predictions))
+    by_key = {(p.world_size, p.mode): p for p in predictions}
+    rows = []
+    for world_size in sorted({p.world_size for p in predictions}):
+        sync = by_key.get((world_size, "sync"))
+        cells = [str(world_size), dealings[world_size], f"{1e3 * by_key[world_size, modes[0]].compute_s:.2f}"]
+        for mode in modes:
+            prediction = by_key[world_size, mode]
+            ratio = f" ({prediction.views_per_s / sync.views_per_s:.2f}x)" if sync and mode != "sync" else ""
+            cells.append(f"{1e3 * prediction.step_s:.2f} / {prediction.views_per_s:.1f}{ratio}")
+        rows.append(cells)
+    return markdown_table(["W", "views dealt", "slowest rank's compute ms",
+                           *(f"{mode} ms / views/s" for mode in modes)], rows)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def plot_scaling(predictions: Sequence[Prediction], links: Sequence[Link], out: Path) -> Path:
+    """views/s against W on log-log axes (linear scaling is a line of slope 1), one curve per mode, one panel per
+    link."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(links), figsize=(5.5 * len(links), 4.2), squeeze=False)
+    for axis, link in zip(axes[0], links):
+        mine = [p for p in predictions if p.link == link.name]
+        for mode in dict.fromkeys(p.mode for p in mine):
+            points = sorted((p.world_size, p.views_per_s) for p in mine if p.mode == mode)
+            axis.plot(*zip(*points), marker="o", label=mode, linestyle="--" if mode in OVERLAPPED else "-")
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xlabel("world size W (GPUs)")
+        axis.set_ylabel("predicted views / s")
+        axis.set_title(describe_link(link), fontsize=10)
+        axis.grid(True, alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out

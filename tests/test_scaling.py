@@ -1,0 +1,213 @@
+"""odin-ns simulate: the alpha-beta collectives, step times a hand can check, the runtime's admission at W ranks,
+plan dealing, and the command on unit logs written with ``write_unit_log``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tyro
+
+from odin_ns.runtime.records import UnitRecord, WindowRecord, unit_log, write_unit_log
+from odin_ns.scaling.command import SimulateCommand
+from odin_ns.scaling.links import PRESETS, Link, all_reduce, all_to_all, ring_all_reduce, tree_all_reduce
+from odin_ns.scaling.measured import calibrate, load_run
+from odin_ns.scaling.replay import MODES, Wire, WorldDraw, draw_world, predict, step_seconds
+from odin_ns.scaling.windows import WindowStatistics
+from test_plan import strip_plan
+
+LINK = Link("test", bandwidth=1e9, latency=1e-5)
+GAUSSIANS = 2048
+"""The runtime cuts 2048 rows into 8 buckets of 256 (at least 8 buckets, 32-row words): 256 x 236 B = 60,416 B
+each (59 float32 per row at SH degree 3); a rank's scope bitmaps are 2 x 64 words = 512 B."""
+COMPUTE, PUBLISH = 0.010, 0.001
+BUCKET_ALL_REDUCE_W2 = 2 * 1e-5 + 60_416 / 1e9  # ring at W=2: 2(W-1) latency + 2(W-1)/W bytes / bandwidth
+SCOPE_GATHER_W2 = 1e-5 + 512 / 1e9  # (W-1) latency + (W-1) piece / bandwidth
+
+
+def write_run(run_dir: Path, world_size: int, mode: str = "sync", units: int = 40, compute=COMPUTE,
+              window: WindowRecord | None = None, step_s: float | None = None) -> Path:
+    """A run directory with one unit log per rank (constant spans) and, with ``step_s``, tensorboard scalars."""
+    run_dir.mkdir(parents=True)
+    for rank in range(world_size):
+        records = [UnitRecord(unit, mode, 0, update_rows=GAUSSIANS // 2, window=window,
+                              compute_s=compute(unit) if callable(compute) else compute, publish_s=PUBLISH)
+                   for unit in range(units)]
+        write_unit_log(unit_log(run_dir, rank), records)
+    if step_s is not None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        with SummaryWriter(str(run_dir)) as writer:
+            for step in range(units):
+                writer.add_scalar("Train Iter (time)", step_s, step)
+                writer.add_scalar("Train Metrics Dict/gaussian_count", GAUSSIANS, step)
+    return run_dir
+
+
+def calibrated(tmp_path: Path, **options):
+    return calibrate([load_run(write_run(tmp_path / "w1", 1, **options), 1)], None, GAUSSIANS, MODES)
+
+
+def test_ring_all_reduce_is_two_reduce_steps_per_rank_and_the_tree_wins_small_buffers():
+    assert ring_all_reduce(LINK, 8e6, 2) == pytest.approx(8e6 / 1e9 + 2 * 1e-5, rel=1e-12)
+    assert ring_all_reduce(LINK, 8e6, 4) == pytest.approx(2 * 3 / 4 * 8e6 / 1e9 + 6 * 1e-5, rel=1e-12)
+    assert tree_all_reduce(LINK, 8e6, 4) == pytest.approx(4 * (1e-5 + 8e6 / 1e9), rel=1e-12)
+    assert all_reduce(LINK, 8e6, 4) == ring_all_reduce(LINK, 8e6, 4)
+    assert all_reduce(LINK, 8, 64) == pytest.approx(12 * (1e-5 + 8e-9), rel=1e-12)  # 126 ring steps vs 12
+    assert all_to_all(LINK, 64e6, 64) == pytest.approx(63 * 1e-5 + 63 / 64 * 0.064, rel=1e-12)
+    assert all_reduce(LINK, 8e6, 1) == all_to_all(LINK, 8e6, 1) == 0.0
+
+
+def test_two_ranks_of_constant_compute_step_as_compute_plus_the_exchange_plus_publication(tmp_path):
+    calibration = calibrated(tmp_path)
+    assert Wire(GAUSSIANS).bucket_bytes() == [60_416] * 8
+    predictions, dealings = predict(calibration, None, None, [LINK], [1, 2], ["sync"], steps=20, seed=0)
+    one, two = predictions
+    assert one.step_s == pytest.approx(COMPUTE + PUBLISH, rel=1e-12)
+    assert two.step_s == pytest.approx(COMPUTE + SCOPE_GATHER_W2 + 8 * BUCKET_ALL_REDUCE_W2 + PUBLISH, rel=1e-12)
+    assert two.step_s == pytest.approx(0.01165384, rel=1e-12)
+    assert two.views_per_s == pytest.approx(2 / 0.01165384, rel=1e-12)
+    assert dealings == {1: "drawn", 2: "drawn"}
+
+
+def test_a_sync_step_waits_for_the_slowest_rank(tmp_path):
+    calibration = calibrated(tmp_path)
+    balanced = WorldDraw(2, np.array([[0.02, 0.02]]), np.zeros((1, 2), bool), {}, "drawn")
+    skewed = WorldDraw(2, np.array([[0.01, 0.03]]), np.zeros((1, 2), bool), {}, "drawn")
+    wire = Wire(GAUSSIANS)
+    exchange = SCOPE_GATHER_W2 + 8 * BUCKET_ALL_REDUCE_W2
+    for draw, slowest in ((balanced, 0.02), (skewed, 0.03)):
+        step = step_seconds("sync", LINK, calibration, wire, draw, "visible")[0]
+        assert step == pytest.approx(slowest + exchange + PUBLISH, rel=1e-12)
+
+
+def windows(reread: float, bounds=()) -> WindowStatistics:
+    """Every view touches every bucket and sees half of its rows; the next unit re-reads updated buckets with
+    chance ``reread``."""
+    return WindowStatistics(bucket_touch=1.0, reread=reread, row_share=0.5, rerun_rate=0.0,
+                            delay_bounds=tuple(bounds), windows=1)
+
+
+def overlapped_step(tmp_path, mode: str, fitted: WindowStatistics) -> tuple[float, float]:
+    calibration = calibrated(tmp_path)
+    predictions, _ = predict(calibration, fitted, None, [LINK], [2], ["sync", mode], steps=100, seed=0)
+    return predictions[0].step_s, predictions[1].step_s
+
+
+def test_quality_first_hides_an_exchange_nothing_reads_and_equals_sync_when_everything_conflicts(tmp_path):
+    sync, hidden = overlapped_step(tmp_path / "a", "quality-first", windows(reread=0.0))
+    assert hidden == pytest.approx(SCOPE_GATHER_W2 + COMPUTE + PUBLISH, rel=1e-12)  # the buckets arrive meanwhile
+    sync, blocked = overlapped_step(tmp_path / "b", "quality-first", windows(reread=1.0))
+    assert blocked == pytest.approx(sync, rel=1e-12)
+
+
+def test_after_16_windows_that_hide_nothing_64_units_run_on_syncs_path_without_the_windows_host_time(tmp_path):
+    calibration = calibrated(tmp_path)
+    calibration = replace(calibration, overhead_s={**calibration.overhead_s, "sync": 0.001, "quality-first": 0.005})
+    draw = draw_world(calibration, windows(reread=1.0), None, Wire(GAUSSIANS), 2, ["quality-first"], 100, seed=0)
+    on_sync_path = [decision is None for decision in draw.decisions["quality-first"]]
+    assert on_sync_path == ([False] * 16 + [True] * 64) + [False] * 16 + [True] * 4
+    sync = step_seconds("sync", LINK, calibration, Wire(GAUSSIANS), draw, "visible")
+    overlapped = step_seconds("quality-first", LINK, calibration, Wire(GAUSSIANS), draw, "visible")
+    assert overlapped.mean() == pytest.approx(sync.mean() + 32 / 100 * (0.005 - 0.001), rel=1e-12)
+
+
+def test_throughput_first_delays_what_tau_admits_and_waits_for_the_rest(tmp_path):
+    from odin_ns.sync.hazards import DelayBound
+
+    # Each rank reads 128 rows of every bucket, 96 of them updated: delaying 2 of 8 buckets is 0.1875 of its
+    # reads (<= tau 0.2), 3 would be 0.28, so the unit waits for buckets 0-5 only.
+    _, step = overlapped_step(tmp_path, "throughput-first", windows(1.0, [DelayBound(0.0, 0.0, 0.0)]))
+    gather = 1e-5 + 4 * 64 * (2 + 8) / 1e9  # bitmaps and the delay bound's maxima of 6 tensors + 2
+    ready = gather + 6 * BUCKET_ALL_REDUCE_W2 + PUBLISH * 6 / 8
+    assert step == pytest.approx(ready + COMPUTE + PUBLISH * 2 / 8, rel=1e-12)
+    assert step == pytest.approx(0.011495056, rel=1e-12)
+
+
+@pytest.mark.parametrize("link", sorted(PRESETS))
+def test_quality_first_is_never_predicted_slower_than_sync(tmp_path, link):
+    calibration = calibrate([load_run(write_run(tmp_path / "w1", 1, compute=lambda unit: 0.001 * (unit % 7 + 1)),
+                                      1)], None, GAUSSIANS, MODES)
+    wire = Wire(GAUSSIANS)
+    means = {}
+    for world_size in (2, 8, 64):
+        draw = draw_world(calibration, windows(reread=0.3), None, wire, world_size, ["quality-first"], 200, seed=1)
+        sync = step_seconds("sync", PRESETS[link], calibration, wire, draw, "visible")
+        overlapped = step_seconds("quality-first", PRESETS[link], calibration, wire, draw, "visible")
+        assert np.all(overlapped <= sync + 1e-15)
+        means[world_size] = overlapped.mean(), sync.mean()
+    assert means[2][0] < means[2][1]
+    assert means[64][0] == pytest.approx(means[64][1], rel=1e-12)  # 64 readers touch every updated bucket
+
+
+def test_window_chances_are_fitted_from_the_logged_windows(tmp_path):
+    window = WindowRecord(conflict_rows=300, buckets=8, buckets_with_updates=4, buckets_published_first=2)
+    run = load_run(write_run(tmp_path / "qf", 2, "quality-first", window=window), 1)
+    fitted = WindowStatistics.fit([run], visible_share=0.25)
+    per_view = 1 - 0.5**0.5  # two views per unit update half of the buckets, and re-read half of those
+    assert fitted.bucket_touch == pytest.approx(per_view, rel=1e-12)
+    assert fitted.reread == pytest.approx(per_view, rel=1e-12)
+    assert fitted.row_share == pytest.approx(0.25 / per_view, rel=1e-12)
+    assert fitted.windows == 20 and fitted.rerun_rate == 0.0 and fitted.delay_bounds == ()
+
+
+def test_views_reach_ranks_as_the_plan_deals_them(tmp_path):
+    plan = strip_plan(30)
+    cost = 1e-3 * (np.arange(30) + 1)  # view v renders in (v + 1) ms
+    measured = plan.with_batch(1)
+
+    def view_cost(unit: int) -> float:
+        return cost[measured.views_for(unit, 0)[0]]
+
+    run = load_run(write_run(tmp_path / "w1", 1, units=400, compute=view_cost), 1)
+    calibration = calibrate([run], plan, GAUSSIANS, MODES)
+    draw = draw_world(calibration, None, plan, Wire(GAUSSIANS), 2, ["sync"], 50, seed=0)
+    dealt = plan.with_batch(2)
+    expected = [max(cost[dealt.views_for(step, rank)[0]] for rank in range(2)) for step in range(50)]
+    assert draw.dealing == "plan"
+    assert draw.compute.max(1) == pytest.approx(expected, rel=1e-12)
+    assert draw_world(calibration, None, plan, Wire(GAUSSIANS), 64, ["sync"], 5, seed=0).dealing == "round-robin"
+
+
+def test_simulate_is_an_odin_ns_subcommand():
+    from odin_ns.cli import subcommands
+
+    assert subcommands()["simulate"] is SimulateCommand
+
+
+def test_simulate_prints_a_table_per_link_and_plots(tmp_path, capsys):
+    run = write_run(tmp_path / "w1", 1)
+    plot = tmp_path / "scaling.png"
+    tyro.cli(SimulateCommand, args=[str(run), "--gaussians", "2048", "--world-sizes", "1", "2", "--links", "pcie",
+                                    "--steps", "20", "--plot", str(plot)]).main()
+    out = capsys.readouterr().out
+    assert "link pcie: 20 GB/s, 3 us per step" in out
+    assert "not predicted: quality-first, throughput-first" in out
+    # W=2 over PCIe: 10 ms compute + 1 ms publication + 512 B gather + 8 ring all-reduces of 60,416 B
+    sync = COMPUTE + PUBLISH + (3e-6 + 512 / 20e9) + 8 * (2 * 3e-6 + 60_416 / 20e9)
+    assert f"| 2 | drawn | 10.00 | {1e3 * sync:.2f} / {2 / sync:.1f} |" in out
+    assert plot.stat().st_size > 0
+
+
+def test_validate_prints_predicted_against_measured_step_time(tmp_path, capsys):
+    single = write_run(tmp_path / "w1", 1, step_s=0.015)  # 4 ms of host time beyond compute and publication
+    pair = write_run(tmp_path / "w2", 2, step_s=0.017)
+    arguments = [str(single), str(pair), "--validate", "--links", "nvswitch", "--steps", "20"]
+    tyro.cli(SimulateCommand, args=arguments).main()
+    out = capsys.readouterr().out
+    exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
+    predicted = 0.015 + exchange
+    error = 100 * (predicted / 0.017 - 1)
+    # parts: the slowest rank's compute + host time outside the spans + exchange and publication
+    parts = f"{1e3 * predicted:.2f} (= 10.00 + 4.00 + {1e3 * (exchange + PUBLISH):.2f})"
+    assert f"| {pair} | sync | 2 | nvswitch | {parts} | 17.00 (= 10.00 + 6.00 + 1.00) | {error:+.1f}% |" in out
+
+
+def test_a_missing_or_broken_unit_log_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match=f"^error: no unit log odin_units.jsonl in {tmp_path}$"):
+        SimulateCommand(runs=(tmp_path,)).main()
+    (tmp_path / "odin_units.jsonl").write_text("{not json\n")
+    with pytest.raises(SystemExit, match=f"^error: {tmp_path}/odin_units.jsonl is not a unit log: [^\n]*$"):
+        SimulateCommand(runs=(tmp_path,)).main()
