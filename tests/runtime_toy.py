@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -24,6 +25,7 @@ from odin_ns.comm.context import DistContext, torchrun_context
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime
 from odin_ns.runtime.optimizer import ScopedAdam
+from odin_ns.sync.predicted import BucketBounds, adam_step_factor, per_bucket
 
 NUM_ROWS = 2000
 LEARNING_RATES = {"means": 0.01, "colors": 0.05, "opacities": 0.05}
@@ -86,6 +88,48 @@ def initial_params(num_rows: int = NUM_ROWS, seed: int = 0) -> dict[str, torch.T
     }
 
 
+def cell_sorted(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The rows ordered by grid cell, as the Gaussians are kept in Morton order: a bucket of rows is then a compact
+    piece of the square, which is what predicted read scopes bound."""
+    cells = (params["means"] * GRID).floor().clamp(0, GRID - 1)
+    order = torch.argsort(cells[:, 1] * GRID + cells[:, 0], stable=True)
+    return {name: tensor[order] for name, tensor in params.items()}
+
+
+class ToyReadPredictor:
+    """``ReadPredictor`` of the toy: each bucket's box of means, inflated by what Adam can have moved them since the
+    box was taken, against the windows a schedule's units render (every rank's, or ``rank``'s)."""
+
+    def __init__(self, schedule: Sequence[Sequence[View]], rank: int, means_lr: float):
+        self.schedule, self.rank = schedule, rank
+        self.step_bound = means_lr * adam_step_factor(0.9, 0.999)
+        self.bounds: BucketBounds | None = None
+
+    def rebind(self, params, buckets) -> None:
+        def boxes(params):
+            means = params["means"].detach()
+            return torch.cat([per_bucket(means, buckets, "min"), per_bucket(means, buckets, "max")], dim=1)
+
+        self.bounds = BucketBounds(boxes)
+        self.bounds.refresh(params, wait=True)
+
+    def published(self, params) -> None:
+        self.bounds.tick()
+        self.bounds.refresh(params)
+
+    def read_buckets(self, unit_id: int, every_rank: bool):
+        boxes, age = self.bounds.latest()
+        margin = (age + 2) * self.step_bound
+        views = self.schedule[unit_id] if every_rank else [self.schedule[unit_id][self.rank]]
+        hit = np.zeros(len(boxes), dtype=bool)
+        for view in views:
+            x0, y0, x1, y1 = view.window
+            overlap_x = (boxes[:, 0] - margin <= x1) & (boxes[:, 2] + margin >= x0)
+            overlap_y = (boxes[:, 1] - margin <= y1) & (boxes[:, 3] + margin >= y0)
+            hit |= overlap_x & overlap_y
+        return hit
+
+
 def rank_device() -> torch.device:
     """This rank's GPU under NCCL, the CPU under gloo."""
     return rank_context().device
@@ -94,11 +138,11 @@ def rank_device() -> torch.device:
 class ToyModel:
     """Shared parameters on this rank's device and one ScopedAdam per parameter, as nerfstudio sets Gaussians up."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor]):
+    def __init__(self, tensors: dict[str, torch.Tensor], learning_rates: dict[str, float] = LEARNING_RATES):
         self.params = {
             name: torch.nn.Parameter(tensor.to(rank_device(), copy=True)) for name, tensor in tensors.items()
         }
-        self.optimizers = {name: ScopedAdam([param], lr=LEARNING_RATES[name]) for name, param in self.params.items()}
+        self.optimizers = {name: ScopedAdam([param], lr=learning_rates[name]) for name, param in self.params.items()}
 
     def append_rows(self, rows: torch.Tensor) -> None:
         """Clone ``rows`` at the end of every tensor (moments of the clones start at zero), like a densification."""
@@ -186,6 +230,9 @@ def rank_context() -> DistContext:
     return _context
 
 
-def make_runtime(model: ToyModel, dense_params=(), **config) -> OdinRuntime:
+def make_runtime(model: ToyModel, dense_params=(), predictor=None, **config) -> OdinRuntime:
     config = RuntimeConfig(bucket_mb=BUCKET_MB, timeout_s=10.0, **config)
-    return config.setup(params=model.params, optimizers=model.optimizers, context=rank_context(), dense_params=dense_params)
+    return config.setup(
+        params=model.params, optimizers=model.optimizers, context=rank_context(), dense_params=dense_params,
+        predictor=predictor,
+    )

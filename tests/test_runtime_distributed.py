@@ -14,8 +14,11 @@ import pytest
 import torch
 from runtime_toy import (
     GRID,
+    LEARNING_RATES,
     NUM_ROWS,
     ToyModel,
+    ToyReadPredictor,
+    cell_sorted,
     cell_view,
     initial_params,
     make_runtime,
@@ -30,6 +33,7 @@ from odin_ns.runtime.executor import StaleUnitError
 from odin_ns.runtime.finite import NonFiniteGradientError
 from odin_ns.runtime.records import UnitRecord, summarize
 from odin_ns.structural_barrier import DrainingBarrier
+from odin_ns.sync.predicted import ScopeMispredictionError
 
 WORLD_SIZE = 2
 DISJOINT = [[cell_view((2 * unit + rank) % GRID**2) for rank in range(WORLD_SIZE)] for unit in range(60)]
@@ -121,6 +125,49 @@ def train_with_densification(rank: int, mode: str) -> dict[str, torch.Tensor]:
     return model.snapshot()
 
 
+PREDICTED_LEARNING_RATES = {**LEARNING_RATES, "means": 0.001}
+"""Means that move little per step, so a bucket's bounds stay within its cell: with the toy's 0.01, Adam may move a
+point 0.07 a step, and the inflated bounds of every bucket would reach the next cell."""
+PREDICTED_BUCKETS = 16
+"""About one grid cell of cell-sorted rows per bucket."""
+APART = [[cell_view(cells[rank]) for rank in range(WORLD_SIZE)] for cells in [(0, 2), (8, 10), (1, 3), (9, 11)] * 10]
+"""Consecutive units two grid rows apart: a bucket's bounds (one cell, inflated) reach the neighbouring cells,
+so the views of the next unit must not neighbour this unit's for their predicted scopes to miss each other."""
+
+
+def train_predicted(rank: int, mode: str, schedule=APART, densify: bool = False, predictor=None) -> tuple[dict, list]:
+    """Cell-sorted rows, small means steps, 16 buckets; quality-first with predicted read scopes (``predictor``, by
+    default the toy's conservative one) or the mode given."""
+    model = ToyModel(cell_sorted(initial_params()), PREDICTED_LEARNING_RATES)
+    if mode == "quality-first" and predictor is None:
+        predictor = ToyReadPredictor(schedule, rank, PREDICTED_LEARNING_RATES["means"])
+    extra = dict(read_scopes="predicted", predictor=predictor) if predictor is not None else {}
+    runtime = make_runtime(model, mode=mode, min_buckets=PREDICTED_BUCKETS, **extra)
+    if densify:
+        run_with_structural_change(runtime, model, schedule[:20], 10, rank)
+    else:
+        run_schedule(runtime, schedule, rank)
+        runtime.drain()
+    return model.snapshot(), [record.to_json() for record in runtime.stats.take()]
+
+
+class FirstBucketOnly(ToyReadPredictor):
+    """A prediction that misses rows: every unit would read only the first bucket."""
+
+    def read_buckets(self, unit_id: int, every_rank: bool):
+        hit = super().read_buckets(unit_id, every_rank)
+        hit[1:] = False
+        return hit
+
+
+def misprediction_error(rank: int) -> str:
+    try:
+        train_predicted(rank, "quality-first", APART[:6], predictor=FirstBucketOnly(APART[:6], rank, 0.001))
+    except ScopeMispredictionError as error:
+        return str(error)
+    return "no error"
+
+
 def stale_publication_error(rank: int) -> str:
     """Change the structure while a unit is staged (no drain): publishing it must raise."""
     model = ToyModel(initial_params())
@@ -157,6 +204,10 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
         results[f"late-camera/{mode}"] = train_with_camera(rank, LATE_VISIBILITY, late_visibility_params(), mode=mode)
     for mode in ("sync", "quality-first"):
         results[f"densify/{mode}"] = (train_with_densification(rank, mode), [])
+    for mode in ("sync", "quality-first"):
+        results[f"predicted/{mode}"] = train_predicted(rank, mode)
+        results[f"predicted-densify/{mode}"] = train_predicted(rank, mode, densify=True)
+    results["mispredicted"] = misprediction_error(rank)
     results["stale"] = stale_publication_error(rank)
     results["nan"] = nan_on_one_rank_error(rank)
     torch.save(results, out_dir / f"rank{rank}.pt")
@@ -220,6 +271,28 @@ def test_quality_first_matches_sync_while_overlapping(results):
         assert summary.windows_admitted == summary.windows_overlapped == len(DISJOINT) - 1
         assert summary.units == len(DISJOINT)
     assert_same_state(results[1]["disjoint/quality-first/dense"][0], results[0]["disjoint/quality-first/dense"][0])
+
+
+def test_predicted_read_scopes_equal_sync_with_buckets_left_in_flight(results):
+    """quality-first decided ahead (no scope gather, no host read, no re-run) ends bitwise where sync ends, on every
+    rank, across a structural change too, and leaves part of every window's exchange in flight."""
+    for rank_results in results:
+        for scenario in ("predicted", "predicted-densify"):
+            run = rank_results[f"{scenario}/quality-first"]
+            assert_same_state(run[0], rank_results[f"{scenario}/sync"][0])
+        records = records_of(rank_results["predicted/quality-first"])
+        windows = [record.window for record in records if record.window is not None]
+        assert len(windows) == len(APART) - 1 and all(window.predicted for window in windows)
+        assert all(window.overlapped for window in windows), "every window should leave buckets in flight"
+        assert sum(window.buckets_published_first for window in windows) < sum(window.buckets_with_updates for window in windows) / 2
+        assert all(record.reruns == 0 for record in records)
+    assert_same_state(results[1]["predicted/quality-first"][0], results[0]["predicted/quality-first"][0])
+
+
+def test_a_prediction_that_misses_rows_stops_every_rank(results):
+    for rank_results in results:
+        assert "read or updated a row outside its predicted buckets" in rank_results["mispredicted"]
+        assert rank_results["mispredicted"].startswith("unit 0 on rank 0")
 
 
 def test_conflicting_unit_waits_for_the_buckets_it_reads(results):

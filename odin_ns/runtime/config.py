@@ -18,6 +18,7 @@ OVERLAPPED_MODES = ("quality-first", "throughput-first")
 """Modes whose unit t+1 computes while unit t's exchange is in flight."""
 Exchange = Literal["dense", "scoped", "auto"]
 AdamRows = Literal["selective", "dense"]
+ReadScopes = Literal["measured", "predicted"]
 
 
 def _runtime_class() -> Type:
@@ -60,6 +61,12 @@ class RuntimeConfig:
     view sees almost everything), run ``fallback_units`` units on sync's path (no read-scope pass, hazard read or
     validation: host work that cannot pay), then probe again; 0: never. The parameters are sync's either way."""
     fallback_units: int = 64
+    read_scopes: ReadScopes = "measured"
+    """quality-first: how the next unit's read scope is known. measured: projected, all-gathered with the update
+    scope and counted on the host per window; predicted: from per-bucket geometric bounds and the plan, on every rank
+    with no collective and no host wait, unit t+1 waiting only for the buckets that both units' predicted scopes
+    touch; a device-side guard checks every unit's rows against the prediction (``odin_ns.sync.predicted``). Needs
+    the dense exchange."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -76,6 +83,12 @@ class RuntimeConfig:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
         if self.min_buckets < 1:
             raise ValueError(f"min_buckets must be at least 1, got {self.min_buckets}")
+        if self.read_scopes not in get_args(ReadScopes):
+            raise ValueError(f"read_scopes must be one of {get_args(ReadScopes)}, got {self.read_scopes!r}")
+        if self.read_scopes == "predicted" and (self.mode != "quality-first" or self.exchange != "dense"):
+            raise ValueError(
+                f"read_scopes 'predicted' runs quality-first with the dense exchange, got {self.mode} with {self.exchange}"
+            )
         if self.fallback_after < 0 or self.fallback_units < 1:
             raise ValueError(
                 f"fallback_after must be >= 0 and fallback_units >= 1, got {self.fallback_after}, {self.fallback_units}"

@@ -105,9 +105,10 @@ class GradientExchange:
 
     @property
     def needs_host_counts(self) -> bool:
-        """Whether ``read_scopes`` reads per-bucket counts on the host: the overlap decision and scoped sizing need
-        them; sync's dense exchange does not."""
-        return self.config.overlapped or self.config.exchange != "dense"
+        """Whether ``read_scopes`` reads per-bucket counts on the host: a measured overlap decision and scoped
+        sizing need them; sync's dense exchange and predicted read scopes do not."""
+        measured_windows = self.config.overlapped and self.config.read_scopes == "measured"
+        return measured_windows or self.config.exchange != "dense"
 
     def launch(
         self, staged: StagedUnit, read_scope: torch.Tensor | None, maxima: torch.Tensor | None = None

@@ -10,6 +10,9 @@ every replica to the same state.
   t+1 computes while it is in flight, after the buckets holding rows it reads were published (no stale reads). After
   its backward the rest of unit t is published and unit t+1 is validated (re-run if unit t's update changed what it
   sees). The parameters equal ``sync``'s.
+  With predicted read scopes (``config.read_scopes``), the window is decided ahead on each rank from the plan and
+  per-bucket geometric bounds (``odin_ns.sync.predicted``): no collective, no host read, no projection pass and no
+  re-run; a device-side guard validates every unit's rows against the prediction behind it.
 * ``throughput-first``: as quality-first, but unit t+1 may also read rows of unit t's update that are not yet
   published (delayed reads) when ``odin_ns.sync.gate`` bounds the skipped update as small and no rank reads more
   than ``tau`` of its rows stale. Delayed rows are published right after unit t+1 ran and are not re-run for.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 
+import numpy as np
 import torch
 
 from odin_ns.comm.context import DistContext
@@ -31,12 +35,14 @@ from odin_ns.runtime.finite import FiniteWatch
 from odin_ns.runtime.optimizer import RowOptimizer
 from odin_ns.runtime.packed import PackedGaussians, pack_gaussians
 from odin_ns.runtime.publication import Publication
-from odin_ns.runtime.records import Clock, RuntimeStats, UnitRecord, UnitTrace, latest
+from odin_ns.runtime.records import Clock, RuntimeStats, UnitRecord, UnitTrace, WindowRecord, latest
 from odin_ns.runtime.replicas import optimizer_tensors, verify_replicas
 from odin_ns.runtime.shadow import shadow_views, staged_gradients
 from odin_ns.runtime.window import SyncPathStretches, decide, saw_stale_rows, with_delay_bounds
 from odin_ns.sync.gate import ReaderSensitivity, ThroughputFirstPolicy, local_maxima
+from odin_ns.kernels import bitmap_to_mask
 from odin_ns.sync.hazards import AdmissionPolicy, QualityFirstPolicy, check_private_staging
+from odin_ns.sync.predicted import ReadPredictor, ScopeGuard, bucket_rows_mask
 from odin_ns.sync.scopes import scope_of
 
 __all__ = ["OdinRuntime", "StaleUnitError"]
@@ -68,8 +74,12 @@ class OdinRuntime:
         context: DistContext,
         dense_params: Sequence[torch.Tensor] = (),
         policy: AdmissionPolicy | None = None,
+        predictor: ReadPredictor | None = None,
     ):
+        if (config.read_scopes == "predicted") != (predictor is not None):
+            raise ValueError(f"read_scopes {config.read_scopes!r} needs a ReadPredictor exactly when 'predicted'")
         self.config = config
+        self._predictor = predictor
         self.context = context.solo() if config.mode == "no-exchange" else context
         """The ranks this one exchanges with: all of them, or itself alone (no-exchange)."""
         self.policy = policy or (
@@ -113,8 +123,11 @@ class OdinRuntime:
         self._params = dict(params)
         if self.structure_version < 0:
             self._finite = FiniteWatch(list(params), self.packed.layout.group_of_column(first.device))
+            self._guard = ScopeGuard(first.device)
         self._publication.bind(self.packed, self._params, self._optimizers)
         self._exchange.plan(self.packed.params)
+        if self._predictor is not None:
+            self._predictor.rebind(self._params, self._exchange.buckets)
         self.structure_version += 1
 
     @property
@@ -139,6 +152,8 @@ class OdinRuntime:
             self._publish_all(self._exchange.launch(self._stage(unit_id, staging, visible, trace), read_scope=None))
             self._average_dense_gradients(unit_id)
             return loss
+        if self._predictor is not None:
+            return self._run_predicted(unit_id, compute_fn, trace)
         if visible_fn is None:
             raise ValueError(f"{self.config.mode} mode needs visible_fn: the next unit's read scope decides the overlap")
         if self.policy.needs_delay_bounds and sensitivity_fn is None:
@@ -164,9 +179,12 @@ class OdinRuntime:
         self.check_finite()
 
     def check_finite(self) -> None:
-        """Raise NonFiniteGradientError on every rank if some rank staged a NaN/Inf gradient (collective: call it at
-        steps all ranks share, such as logging steps)."""
+        """Raise NonFiniteGradientError on every rank if some rank staged a NaN/Inf gradient, and, with predicted read
+        scopes, ScopeMispredictionError if a unit's rows escaped its prediction (collective: call it at steps all
+        ranks share, such as logging steps)."""
         self._finite.check(self.context)
+        if self._predictor is not None:
+            self._guard.check(self.context)
 
     def verify_replicas(self) -> None:
         """Raise ReplicaDivergenceError unless every rank holds bitwise the same Gaussians and optimizer state."""
@@ -209,6 +227,39 @@ class OdinRuntime:
         self._stretches.count(decision.record)
         trace.record.window = decision.record
         return in_flight
+
+    def _run_predicted(self, unit_id: int, compute_fn: ComputeFn, trace: UnitTrace) -> torch.Tensor:
+        """quality-first decided ahead: wait only for the buckets of the staged unit that both units' predicted
+        scopes touch, compute, publish the rest; guard this unit's rows against its prediction."""
+        previous, self._pending = self._pending, None
+        reads = self._predictor.read_buckets(unit_id, every_rank=False)
+        in_flight = None
+        if previous is not None:
+            check_version(previous, self.structure_version)
+            in_flight = self._exchange.launch(previous, read_scope=None)
+            self._exchange.read_scopes(in_flight)  # the update scope, on the device: publication selects by it
+            updates = self._predictor.read_buckets(previous.unit_id, every_rank=True)
+            first = [int(bucket) for bucket in np.flatnonzero(reads & updates)]
+            for run in consecutive_runs(first):
+                self._publish_run(in_flight, run)
+            ranges = self._exchange.buckets.ranges
+            trace.record.window = WindowRecord(
+                conflict_rows=sum(ranges[b][1] - ranges[b][0] for b in first),
+                buckets=len(ranges),
+                buckets_with_updates=int(updates.sum()),
+                buckets_published_first=len(first),
+                predicted=True,
+            )
+        loss, visible, staging = self._compute(compute_fn, trace, "compute_s", in_flight.buffers() if in_flight else ())
+        device = visible.device
+        self._guard.observe(unit_id, visible, bucket_rows_mask(reads, self._exchange.buckets, device))
+        if in_flight is not None:
+            self._publish_all(in_flight)
+            updated = bitmap_to_mask(in_flight.update_scope, self.num_rows)
+            self._guard.observe(previous.unit_id, updated, bucket_rows_mask(updates, self._exchange.buckets, device))
+        self._pending = self._stage(unit_id, staging, visible, trace)
+        self._average_dense_gradients(unit_id)
+        return loss
 
     def _scope(self, visible: torch.Tensor) -> torch.Tensor:
         return scope_of(visible, self.num_rows, next(iter(self._params.values())).device)
@@ -280,6 +331,8 @@ class OdinRuntime:
         collectives = in_flight.collectives()
         trace.add_span("comm_s", in_flight.scopes.started, latest([c.finished for c in collectives]))
         self.stats.file(trace)
+        if self._predictor is not None:
+            self._predictor.published(self._params)
 
     def _saw_stale_rows(
         self, in_flight: InFlightExchange, late_buckets: list[int], visible: torch.Tensor, visible_fn: VisibleFn

@@ -42,7 +42,8 @@ class WindowRecord:
     """The overlap window of a unit: what of the previous unit's exchange it waited for, and what it read stale."""
 
     conflict_rows: int
-    """Rows the previous unit updates that this unit reads on some rank (the RAW exposure)."""
+    """Rows the previous unit updates that this unit reads on some rank (the RAW exposure); with predicted read
+    scopes, the rows of the buckets both units' predictions touch (an upper bound, known without a host read)."""
     buckets: int
     """Row buckets of the exchange."""
     buckets_with_updates: int
@@ -60,6 +61,8 @@ class WindowRecord:
     """The bound on the skipped update of the delayed buckets (None: nothing delayed)."""
     refused_bound: DelayBound | None = None
     """The bound of the highest conflicting bucket published first (within the limits there: tau stopped it)."""
+    predicted: bool = False
+    """The window was decided from predicted read scopes (``odin_ns.sync.predicted``), on this rank alone."""
 
     @property
     def raw_admitted(self) -> bool:
