@@ -55,6 +55,8 @@ class OdinSplatfactoModelConfig(SplatfactoModelConfig):
     0.0002 is the 3DGS/gsplat default for plain gradients; ``densify_grad_thresh`` (0.0008) is tuned for absgrad."""
 
 
+NEAR_PLANE = 0.01
+"""Splatfacto's near plane: Gaussians whose centre is closer to the camera are not rendered."""
 FIXED_BACKGROUNDS = {"black": torch.zeros(3), "white": torch.ones(3)}
 MIN_RENDER_LONG_SIDE = 120
 """Splatfacto's resolution warm-up never renders a training image with a shorter long side than this (pixels). Its
@@ -261,7 +263,7 @@ class OdinSplatfactoModel(SplatfactoModel):
             Ks=Ks,
             width=width,
             height=height,
-            near_plane=0.01,
+            near_plane=NEAR_PLANE,
             far_plane=1e10,
             sh_degree=sh_degree,
         )

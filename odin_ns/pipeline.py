@@ -21,6 +21,8 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.comm.context import DistContext
 from odin_ns.gaussians import GAUSSIAN_GROUPS
+from odin_ns.model import NEAR_PLANE
+from odin_ns.read_prediction import SplatReadPredictor, pinhole_views
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime
 from odin_ns.runtime.records import UnitRecord
@@ -169,7 +171,8 @@ class OdinPipeline(VanillaPipeline):
             config = self.config.odin
             if self.context.world_size == 1 and config.overlapped:
                 CONSOLE.log(f"one rank: nothing to overlap, {config.mode} runs as sync")
-                config = dataclasses.replace(config, mode="sync")
+                config = dataclasses.replace(config, mode="sync", read_scopes="measured")
+            predictor = self._read_predictor(optimizers) if config.read_scopes == "predicted" else None
             gaussian_optimizers = {name: optimizers.optimizers[name] for name in GAUSSIAN_GROUPS}
             dense_params = [
                 param for group, params in optimizers.parameters.items() if group not in GAUSSIAN_GROUPS for param in params
@@ -179,9 +182,30 @@ class OdinPipeline(VanillaPipeline):
                 optimizers=gaussian_optimizers,
                 context=self.context,
                 dense_params=dense_params,
+                predictor=predictor,
             )
             self.model.strategy.barrier = DrainingBarrier(self.runtime)
         return self.runtime
+
+    def _read_predictor(self, optimizers: Optimizers) -> SplatReadPredictor:
+        """Predicted read scopes from the plan and the training cameras, which must stay where they are."""
+        if self.model.config.camera_optimizer.mode != "off":
+            raise ValueError(
+                "--pipeline.odin.read-scopes predicted needs fixed camera poses: set "
+                "--pipeline.model.camera-optimizer.mode off, or use --pipeline.odin.read-scopes measured"
+            )
+        self.datamanager.cached_train  # sets train_cameras: the (undistorted) cameras training renders with
+        means, scales = (optimizers.optimizers[name].param_groups[0] for name in ("means", "scales"))
+        return SplatReadPredictor(
+            pinhole_views(self.datamanager.train_cameras),
+            self.datamanager.unit_views,
+            self.context.rank,
+            means_lr=lambda: means["lr"],
+            scales_lr=lambda: scales["lr"],
+            betas=tuple(means["betas"]),
+            near_plane=NEAR_PLANE,
+            largest_downscale=2**self.model.config.num_downscales,
+        )
 
     @torch.no_grad()
     def _start_from_rank0_gaussians(self) -> None:

@@ -103,3 +103,23 @@ def test_several_views_per_rank_quality_first_equals_sync(tiny_scene: Path, tmp_
     assert_bitwise_equal_runs(runs["sync"], runs["quality-first"], ranks=2)
     assert overlapped_windows(runs["quality-first"]) > 0
     assert len(unit_records(runs["sync"])) >= 29
+
+
+@pytest.mark.slow
+def test_predicted_read_scopes_equal_sync_across_densification_and_reset(tiny_scene: Path, tmp_path: Path):
+    """quality-first decided ahead from the plan and per-bucket bounds (no scope gather, no host read, no re-run):
+    bitwise sync's state on both ranks across a refine and an opacity reset, its guard silent (a misprediction
+    would stop training with ScopeMispredictionError), and some windows decided without waiting for every bucket."""
+    runs = {
+        name: train(tiny_scene, tmp_path / name, 120, *DENSIFY_EARLY, *options, launcher=torchrun(2))
+        for name, options in (
+            ("sync", ("--pipeline.odin.mode", "sync")),
+            ("predicted", ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes", "predicted")),
+        )
+    }
+    assert checkpoint_tensors(runs["sync"])["pipeline._model.gauss_params.means"].shape[0] > 1856, "must densify"
+    assert_bitwise_equal_runs(runs["sync"], runs["predicted"], ranks=2)
+    windows = [unit.window for unit in unit_records(runs["predicted"]) if unit.window is not None]
+    assert windows and all(window.predicted for window in windows)
+    assert all(unit.reruns == 0 for unit in unit_records(runs["predicted"]))
+    assert overlapped_windows(runs["predicted"]) > 0
