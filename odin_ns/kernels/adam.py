@@ -41,6 +41,24 @@ def _check_adam_tensors(
             raise ValueError(f"{name} must be contiguous: it is updated in place row by row")
 
 
+def _checked_step(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    rows: torch.Tensor | None,
+    step: int,
+    row_range: tuple[int, int] | None,
+) -> tuple[int, int]:
+    """Check a step's operands before anything is written; return its row range."""
+    _check_adam_tensors(param, grad, exp_avg, exp_avg_sq)
+    if step < 1:
+        raise ValueError(f"Adam step count must be >= 1, got {step}")
+    if rows is not None:
+        check_bitmap(rows, "rows", param.shape[0])
+    return _check_row_range(row_range, param.shape[0])
+
+
 def adam_update_(
     param: torch.Tensor,
     grad: torch.Tensor,
@@ -82,13 +100,7 @@ def selective_adam_step(
     as its gradient buckets arrive. ``step`` is the (1-based) count used for bias correction. Every other row of
     ``param``, ``exp_avg`` and ``exp_avg_sq`` is left untouched. Triton does it in one kernel launch.
     """
-    _check_adam_tensors(param, grad, exp_avg, exp_avg_sq)
-    if step < 1:
-        raise ValueError(f"Adam step count must be >= 1, got {step}")
-    n = param.shape[0]
-    if rows is not None:
-        check_bitmap(rows, "rows", n)
-    lo, hi = _check_row_range(row_range, n)
+    lo, hi = _checked_step(param, grad, exp_avg, exp_avg_sq, rows, step, row_range)
     if resolve_backend(backend, param) == "triton":
         triton_kernels().selective_adam_step(
             param, grad.contiguous(), exp_avg, exp_avg_sq, rows, lr, beta1, beta2, eps, step, lo, hi
@@ -149,18 +161,12 @@ def packed_adam_step(
     """``selective_adam_step`` over a packed [N, C] table whose column groups have their own learning rate and eps:
     one launch for every group (Triton), each element stepped exactly as ``selective_adam_step`` steps its group's
     column slice."""
-    _check_adam_tensors(param, grad, exp_avg, exp_avg_sq)
     if param.dim() != 2:
         raise ValueError(f"packed_adam_step needs a [N, C] table, got {tuple(param.shape)}")
     covered = sorted((group.lo, group.hi) for group in columns)
     if [lo for lo, _ in covered] != [0, *(hi for _, hi in covered[:-1])] or covered[-1][1] != param.shape[1]:
         raise ValueError(f"column groups {covered} do not tile the {param.shape[1]} columns")
-    if step < 1:
-        raise ValueError(f"Adam step count must be >= 1, got {step}")
-    n = param.shape[0]
-    if rows is not None:
-        check_bitmap(rows, "rows", n)
-    lo, hi = _check_row_range(row_range, n)
+    lo, hi = _checked_step(param, grad, exp_avg, exp_avg_sq, rows, step, row_range)
     if resolve_backend(backend, param) == "triton":
         bias_correction1 = 1 - beta1**step
         per_column = [0.0] * (2 * param.shape[1])
