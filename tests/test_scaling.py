@@ -28,12 +28,20 @@ SCOPE_GATHER_W2 = 1e-5 + 512 / 1e9  # (W-1) latency + (W-1) piece / bandwidth
 
 
 def write_run(run_dir: Path, world_size: int, mode: str = "sync", units: int = 40, compute=COMPUTE,
-              window: WindowRecord | None = None, step_s: float | None = None) -> Path:
-    """A run directory with one unit log per rank (constant spans) and, with ``step_s``, tensorboard scalars."""
+              window: WindowRecord | None = None, step_s: float | None = None, wait: float = 0.0,
+              exchanged: int = 0) -> Path:
+    """A run directory with one unit log per rank (constant spans; ``compute`` may depend on the unit, and on the
+    rank too) and, with ``step_s``, tensorboard scalars."""
     run_dir.mkdir(parents=True)
     for rank in range(world_size):
-        records = [UnitRecord(unit, mode, 0, update_rows=GAUSSIANS // 2, window=window,
-                              compute_s=compute(unit) if callable(compute) else compute, publish_s=PUBLISH)
+        def seconds(unit: int) -> float:
+            if not callable(compute):
+                return compute
+            return compute(unit, rank) if compute.__code__.co_argcount == 2 else compute(unit)
+
+        records = [UnitRecord(unit, mode, 0, exchange="dense" if exchanged else "local", bytes_exchanged=exchanged,
+                              update_rows=GAUSSIANS // 2, window=window, compute_s=seconds(unit),
+                              exposed_wait_s=wait, publish_s=PUBLISH)
                    for unit in range(units)]
         write_unit_log(unit_log(run_dir, rank), records)
     if step_s is not None:
@@ -211,3 +219,137 @@ def test_a_missing_or_broken_unit_log_is_one_line(tmp_path):
     (tmp_path / "odin_units.jsonl").write_text("{not json\n")
     with pytest.raises(SystemExit, match=f"^error: {tmp_path}/odin_units.jsonl is not a unit log: [^\n]*$"):
         SimulateCommand(runs=(tmp_path,)).main()
+
+
+def write_bench(path: Path, *runs: tuple[str, float, int, int]) -> Path:
+    """A bench results.json whose runs (run_dir on the machine that ran them, step_s, ranks, views per rank) ran
+    elsewhere."""
+    import json
+
+    path.write_text(json.dumps({"runs": [{"name": "sync", "run_dir": run_dir, "step_s": step_s, "ranks": ranks,
+                                          "views_per_rank": views} for run_dir, step_s, ranks, views in runs]}))
+    return path
+
+
+def bench_runs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A 1-rank and a 2-rank run as bench lays them out (<label>/<scene>/<method>/<timestamp>) without event
+    files, and the bench's results.json naming them by the GPU machine's paths."""
+    single = write_run(tmp_path / "runs" / "sync-w1-b1-s0" / "scene" / "odin-splatfacto" / "2026-11-30_150035", 1)
+    pair = write_run(tmp_path / "runs" / "sync-w2-b1-s0" / "scene" / "odin-splatfacto" / "2026-11-30_150115", 2)
+    results = write_bench(
+        tmp_path / "results.json",
+        ("/tmp/bc/runs/sync-w1-b1-s0/scene/odin-splatfacto/2026-11-30_150035", 0.015, 1, 1),
+        ("/tmp/bc/runs/sync-w2-b1-s0/scene/odin-splatfacto/2026-11-30_150115", 0.020, 2, 1),
+        ("/tmp/bc/runs/sync-w2-b1-s1/scene/odin-splatfacto/2026-11-30_150439", 0.030, 2, 1),
+    )
+    return single, pair, results
+
+
+def test_bench_results_give_the_step_times_of_runs_without_event_files(tmp_path, capsys):
+    single, pair, results = bench_runs(tmp_path)
+    arguments = [str(single), str(pair), "--step-time", "bench", "--bench", str(results), "--gaussians", "2048",
+                 "--validate", "--links", "nvswitch", "--steps", "20"]
+    tyro.cli(SimulateCommand, args=arguments).main()
+    out = capsys.readouterr().out
+    exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
+    predicted = 0.015 + exchange  # the 1-rank run's 4 ms of host time, as nothing measured it on 2 ranks
+    error = 100 * (predicted / 0.020 - 1)
+    parts = f"{1e3 * predicted:.2f} (= 10.00 + 4.00 + {1e3 * (exchange + PUBLISH):.2f})"
+    assert f"| {pair} | sync | 2 | nvswitch | {parts} | 20.00 (= 10.00 + 9.00 + 1.00) | {error:+.1f}% |" in out
+    host = "host time per step outside the runtime's spans: 1 rank 4.00 ms, sync on 2+ ranks 4.00 ms (not measured"
+    assert host in out
+    assert "Measured step time: bench." in out
+
+
+def test_a_bench_run_must_match_one_run_and_agree_on_ranks_and_views(tmp_path):
+    single, pair, results = bench_runs(tmp_path)
+    with pytest.raises(SystemExit, match="needs --bench"):
+        SimulateCommand(runs=(single,), step_time="bench").main()
+    other = write_run(tmp_path / "elsewhere" / "2026-12-01_000000", 1)
+    with pytest.raises(SystemExit, match=f"^error: no bench run in .* for {other} "):
+        SimulateCommand(runs=(other,), step_time="bench", bench=(results,)).main()
+    with pytest.raises(SystemExit, match="the bench ran .* on 2 rank.s. x 1 view.s., the unit logs and "
+                                         "--views-per-rank say 2 x 4"):
+        SimulateCommand(runs=(pair,), step_time="bench", bench=(results,), views_per_rank=4).main()
+
+
+def test_the_unit_logs_own_step_time_is_the_slowest_ranks_spans_without_host_time(tmp_path, capsys):
+    single = write_run(tmp_path / "w1", 1)
+    # rank 1 computes 4 ms longer on odd units; rank 0 waits for it then (2 ms of exposed wait on every unit)
+    pair = write_run(tmp_path / "w2", 2, wait=0.002, compute=lambda unit, rank: COMPUTE + 0.004 * (rank * unit % 2))
+    run = load_run(pair, 1, "units")
+    slowest = [COMPUTE + 0.004 * (unit % 2) + 0.002 + PUBLISH for unit in range(20, 40)]
+    assert run.step_s == pytest.approx(np.mean(slowest), rel=1e-12) and run.overhead_s == 0.0
+    arguments = [str(single), str(pair), "--step-time", "units", "--gaussians", "2048", "--validate", "--links",
+                 "nvswitch", "--steps", "20"]
+    tyro.cli(SimulateCommand, args=arguments).main()
+    out = capsys.readouterr().out
+    exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
+    predicted = COMPUTE + exchange + PUBLISH  # no host time: the 1-rank run's units step in compute + publication
+    assert f"| {pair} | sync | 2 | nvswitch | {1e3 * predicted:.2f} (= 10.00 + 0.00 + " in out
+    assert f"| {1e3 * run.step_s:.2f} (= 12.00 + 0.00 + 3.00) |" in out
+
+
+def test_the_gaussian_count_follows_from_the_bytes_a_dense_exchange_moved(tmp_path, capsys):
+    from odin_ns.scaling.replay import gaussians_from_exchange
+
+    for count, mode in ((2048, "sync"), (9262, "sync"), (1_290_820, "sync"), (5000, "throughput-first")):
+        run = load_run(write_run(tmp_path / f"{count}-{mode}", 2, mode, exchanged=Wire(count).dense_unit_bytes(mode)),
+                       1)
+        assert gaussians_from_exchange([run]) == count
+    assert Wire(9262).dense_unit_bytes("sync") == 2_188_152  # cup77's units on 2 H200s
+    single = write_run(tmp_path / "w1", 1, step_s=0.015)
+    pair = write_run(tmp_path / "w2", 2, step_s=0.017, exchanged=Wire(2048).dense_unit_bytes("sync"))
+    for path in (single, pair):  # no gaussian_count scalars: only the exchange says how many
+        for events in path.glob("events.out.tfevents.*"):
+            events.unlink()
+    tyro.cli(SimulateCommand, args=[str(single), str(pair), "--step-time", "units", "--validate"]).main()
+    assert "Gaussian count from the dense exchanges' bytes: 2048" in capsys.readouterr().out
+
+
+def test_runs_on_two_ranks_set_host_time_and_compute_at_every_world_size_past_one(tmp_path):
+    single = load_run(write_run(tmp_path / "w1", 1, step_s=0.015), 1)  # 4 ms of host time on one rank
+    pair = load_run(write_run(tmp_path / "w2", 2, step_s=0.022, compute=0.012), 1)  # 9 ms on two
+    calibration = calibrate([single, pair], None, GAUSSIANS, MODES)
+    assert calibration.host_s("sync", 1) == pytest.approx(0.004, rel=1e-6)
+    assert calibration.host_s("sync", 8) == calibration.host_s("quality-first", 8) == pytest.approx(0.009, rel=1e-6)
+    assert calibration.measured_overheads == ("sync",)
+    predictions, _ = predict(calibration, None, None, [LINK], [1, 2], ["sync"], steps=20, seed=0)
+    one, two = predictions
+    assert one.step_s == pytest.approx(0.015, rel=1e-6)
+    assert two.step_s == pytest.approx(0.012 + 0.009 + SCOPE_GATHER_W2 + 8 * BUCKET_ALL_REDUCE_W2 + PUBLISH,
+                                       rel=1e-6)
+
+
+def test_leave_one_out_predicts_every_run_from_the_others(tmp_path, capsys):
+    runs = [write_run(tmp_path / "w1-s0", 1, step_s=0.015), write_run(tmp_path / "w1-s1", 1, step_s=0.017),
+            write_run(tmp_path / "w2-s0", 2, step_s=0.022), write_run(tmp_path / "w2-s1", 2, step_s=0.024)]
+    arguments = [*map(str, runs), "--validate", "--validate-fit", "leave-one-out", "--links", "nvswitch", "--steps",
+                 "20"]
+    tyro.cli(SimulateCommand, args=arguments).main()
+    out = capsys.readouterr().out
+    exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
+    expected = {runs[0]: (0.017, 0.015), runs[1]: (0.015, 0.017),  # the other seed's step
+                runs[2]: (0.024 + exchange, 0.022), runs[3]: (0.022 + exchange, 0.024)}  # its host time, 13 / 11 ms
+    for run, (predicted, measured) in expected.items():
+        world_size = 2 if "w2" in run.name else 1
+        assert f"| {run} | sync | {world_size} | nvswitch | {1e3 * predicted:.2f} (= 10.00 + " in out
+        assert f"{100 * (predicted / measured - 1):+.1f}% |" in out
+
+
+def test_the_plot_marks_the_measured_runs(tmp_path, monkeypatch):
+    from odin_ns.scaling import command
+
+    drawn = {}
+    original = command.plot_scaling
+
+    def spy(predictions, links, out, measured=()):
+        drawn["measured"] = list(measured)
+        return original(predictions, links, out, measured)
+
+    monkeypatch.setattr(command, "plot_scaling", spy)
+    runs = [write_run(tmp_path / "w1", 1, step_s=0.015), write_run(tmp_path / "w2", 2, step_s=0.020)]
+    plot = tmp_path / "scaling.png"
+    tyro.cli(SimulateCommand, args=[*map(str, runs), "--world-sizes", "2", "4", "--links", "pcie", "--steps", "20",
+                                    "--plot", str(plot)]).main()
+    assert drawn["measured"] == [("sync", 2, pytest.approx(100.0))] and plot.stat().st_size > 0

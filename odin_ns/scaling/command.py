@@ -9,14 +9,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Optional, Tuple
+from typing import Annotated, Literal, Optional, Tuple
 
 import numpy as np
 import tyro
 
 from odin_ns.scaling.links import PRESETS, Link
-from odin_ns.scaling.measured import Calibration, MeasuredRun, ScalingInputError, calibrate, load_run
-from odin_ns.scaling.replay import MODES, OVERLAPPED, Prediction, ShardedSends, predict, predictable
+from odin_ns.scaling.measured import (
+    Calibration,
+    MeasuredRun,
+    ScalingInputError,
+    StepTime,
+    calibrate,
+    load_bench,
+    load_run,
+)
+from odin_ns.scaling.replay import (
+    MODES,
+    OVERLAPPED,
+    Prediction,
+    ShardedSends,
+    gaussians_from_exchange,
+    predict,
+    predictable,
+)
 from odin_ns.scaling.windows import WindowStatistics
 from odin_ns.schedule.plan import SchedulePlan
 
@@ -28,8 +44,15 @@ class SimulateCommand:
 
     runs: Annotated[Tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN")]
     """Run directories holding odin_units.jsonl (and odin_units_rank*.jsonl): per-view compute times, host time per
-    step (from nerfstudio's tensorboard scalars) and, from quality-first or throughput-first runs on 2+ ranks, the
-    overlap windows."""
+    step (the step time from --step-time less the runtime's spans) and, from quality-first or throughput-first runs
+    on 2+ ranks, the overlap windows."""
+    step_time: StepTime = "tensorboard"
+    """Measured step time of each run: 'tensorboard' (nerfstudio's Train Iter (time) in the run's event files,
+    mean of the second half), 'bench' (the step_s of the --bench results.json run with the same trailing folder
+    names <label>/<scene>/<method>/<timestamp>: median of the second half) or 'units' (the unit logs alone: per unit
+    the slowest rank's compute + re-run + exposed wait + publication, so no host time outside the runtime's spans)."""
+    bench: Tuple[Path, ...] = ()
+    """odin-ns bench results.json files holding the runs' step times (--step-time bench)."""
     plan: Optional[Path] = None
     """The capture's plan.npz (odin-ns plan, same seed as training): views reach ranks as the runtime deals them.
     Without it each rank's views are drawn from the measured per-view times."""
@@ -53,13 +76,19 @@ class SimulateCommand:
     plot: Optional[Path] = None
     """Draw views/s against the world size, one panel per link, into this PNG."""
     validate: bool = False
-    """Fit on the 1-rank runs, predict each 2+-rank run at its world size and mode, and print predicted against
+    """Predict each run at its world size and mode from the others (--validate-fit) and print predicted against
     measured step time."""
+    validate_fit: Literal["one-rank", "leave-one-out"] = "one-rank"
+    """--validate fits on: 'one-rank': the 1-rank runs, predicting each 2+-rank run (host time on 2+ ranks is then
+    the 1-rank runs', as nothing measured it); 'leave-one-out': every run but the one predicted, predicting every
+    run, 1-rank ones included (the host time on 2+ ranks comes from the other 2+-rank runs of the mode)."""
 
     def main(self) -> None:
         try:
             self._check_options()
-            runs = [load_run(path, self.views_per_rank) for path in self.runs]
+            bench = load_bench(self.bench)
+            runs = [load_run(path, self.views_per_rank, self.step_time, bench) for path in self.runs]
+            self._count_gaussians(runs)
             plan = self._load_plan()
             if self.validate:
                 self._validate(runs, plan)
@@ -86,8 +115,20 @@ class SimulateCommand:
             raise ScalingInputError(f"cannot read plan {self.plan}: {error}") from None
         return plan if self.balance_ranks else replace(plan, view_costs=None)
 
+    def _count_gaussians(self, runs: Sequence[MeasuredRun]) -> None:
+        """Without --gaussians: the runs' tensorboard count, else the count their dense exchanges imply (every fit
+        then uses it, a 1-rank run having no exchange)."""
+        self._gaussians = self.gaussians
+        if self._gaussians is None and all(run.gaussians is None for run in runs):
+            self._gaussians = gaussians_from_exchange(runs, self.sh_degree)
+            if self._gaussians is not None:
+                print(f"Gaussian count from the dense exchanges' bytes: {self._gaussians}")
+        elif self._gaussians is None:
+            counts = sorted(run.gaussians for run in runs if run.gaussians is not None)
+            self._gaussians = counts[len(counts) // 2]
+
     def _fit(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> Calibration:
-        return calibrate(runs, plan, self.gaussians, MODES)
+        return calibrate(runs, plan, self._gaussians, MODES)
 
     def _simulate(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> None:
         calibration = self._fit(runs, plan)
@@ -101,40 +142,50 @@ class SimulateCommand:
             print(f"\n{describe_link(link)}\n")
             print(prediction_table([p for p in predictions if p.link == link.name], dealings))
         if self.plot is not None:
-            print(f"\nwrote {plot_scaling(predictions, links, self.plot)}")
+            measured = [(run.mode, run.world_size, run.views_per_unit / run.step_s) for run in runs
+                        if run.step_s is not None and run.world_size in self.world_sizes]
+            print(f"\nwrote {plot_scaling(predictions, links, self.plot, measured)}")
 
     def _validate(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> None:
+        leave_one_out = self.validate_fit == "leave-one-out"
         single = [run for run in runs if run.world_size == 1]
-        targets = [run for run in runs if run.world_size > 1]
-        if not single or not targets:
-            raise ScalingInputError("--validate needs runs on 1 rank (to fit) and on 2+ ranks (to predict)")
+        targets = list(runs) if leave_one_out else [run for run in runs if run.world_size > 1]
+        if not single or not targets or (leave_one_out and len(runs) < 2):
+            raise ScalingInputError("--validate needs runs on 1 rank (to fit) and on 2+ ranks (to predict)"
+                                    + (", or 2+ runs for leave-one-out" if leave_one_out else ""))
         untimed = [run.describe() for run in targets if run.step_s is None]
         if untimed:
-            raise ScalingInputError(f"no measured step time (train with --vis tensorboard): {untimed[0]}")
+            raise ScalingInputError(f"no measured step time (see --step-time): {untimed[0]}")
         unmodelled = [run.describe() for run in targets if run.mode not in MODES]
         if unmodelled:
             raise ScalingInputError(f"mode not modelled: {unmodelled[0]}")
-        calibration = self._fit(single, plan)
-        print(describe_calibration(calibration, sorted({run.mode for run in targets})))
+        links = [PRESETS[name] for name in self.links]
+        if not leave_one_out:
+            calibration = self._fit(single, plan)
+            print(describe_calibration(calibration, sorted({run.mode for run in targets})))
         rows = []
-        for run in targets:
-            fitted = WindowStatistics.fit([run], calibration.visible_share)
-            if run.mode not in predictable([run.mode], fitted):
-                raise ScalingInputError(f"{run.describe()} logged no windows (or delay bounds) to replay")
-            links = [PRESETS[name] for name in self.links]
-            predictions, _ = predict(calibration, fitted, plan, links, [run.world_size], [run.mode], self.steps,
-                                     self.seed, self.sharded_sends, self.sh_degree)
-            measured = split_step(run.step_s, run.slowest_compute_s, run.overhead_s)
+        for target in targets:
+            if leave_one_out:
+                others = [run for run in runs if run is not target]
+                calibration = self._fit(others, plan)
+                print(f"{target.path}: {describe_calibration(calibration, [target.mode], target.world_size)}")
+            fitted = WindowStatistics.fit([target], calibration.visible_share)
+            if target.mode not in predictable([target.mode], fitted):
+                raise ScalingInputError(f"{target.describe()} logged no windows (or delay bounds) to replay")
+            predictions, _ = predict(calibration, fitted, plan, links, [target.world_size], [target.mode],
+                                     self.steps, self.seed, self.sharded_sends, self.sh_degree)
+            measured = split_step(target.step_s, target.slowest_compute_s, target.overhead_s)
+            host = calibration.host_s(target.mode, target.world_size)
             for prediction in predictions:
-                error = 100 * (prediction.step_s - run.step_s) / run.step_s
-                predicted = split_step(prediction.step_s, prediction.compute_s, calibration.overhead_s[run.mode])
-                rows.append([str(run.path), run.mode, str(run.world_size), prediction.link, predicted, measured,
-                             f"{error:+.1f}%"])
+                error = 100 * (prediction.step_s - target.step_s) / target.step_s
+                predicted = split_step(prediction.step_s, prediction.compute_s, host)
+                rows.append([str(target.path), target.mode, str(target.world_size), prediction.link, predicted,
+                             measured, f"{error:+.1f}%"])
         print()
         print(markdown_table(["run", "mode", "W", "link", "predicted ms (= compute + host + rest)", "measured ms",
                               "error"], rows))
-        print("\nWindows of overlapped runs are fitted on that run itself (a 1-rank run has none): this checks the "
-              "timing model, not the extrapolation of scopes to more ranks.")
+        print(f"\nMeasured step time: {self.step_time}. Windows of overlapped runs are fitted on that run itself (a "
+              "1-rank run has none): this checks the timing model, not the extrapolation of scopes to more ranks.")
 
 
 def split_step(step_s: float, compute_s: float, host_s: float) -> str:
@@ -144,18 +195,25 @@ def split_step(step_s: float, compute_s: float, host_s: float) -> str:
     return f"{1e3 * step_s:.2f} (= {1e3 * compute_s:.2f} + {1e3 * host_s:.2f} + {1e3 * rest:.2f})"
 
 
-def describe_calibration(calibration: Calibration, modes: Sequence[str]) -> str:
-    """What the model took from the runs' spans and step times, in a few lines."""
-    borrowed = " (not measured: sync's, else the fewest ranks' run's)"
-    overheads = [f"{mode} {1e3 * calibration.overhead_s[mode]:.2f} ms"
-                 + ("" if mode in calibration.measured_overheads else borrowed) for mode in modes]
+def describe_calibration(calibration: Calibration, modes: Sequence[str], world_size: int | None = None) -> str:
+    """What the model took from the runs' spans and step times, in a few lines (the host time on 2+ ranks only
+    where ``world_size`` is not 1)."""
+    borrowed = " (not measured on 2+ ranks: sync's, else 1 rank's)"
+    overheads = [f"1 rank {1e3 * calibration.single_overhead_s:.2f} ms"]
+    if world_size != 1:
+        overheads += [f"{mode} on 2+ ranks {1e3 * calibration.overhead_s[mode]:.2f} ms"
+                      + ("" if mode in calibration.measured_overheads else borrowed) for mode in modes]
     lines = [f"fitted on: {'; '.join(calibration.sources)}",
              f"{calibration.gaussians} Gaussians, a view sees {calibration.visible_share:.1%} of them; "
-             f"{len(calibration.view_seconds)} per-view compute times (median "
-             f"{1e3 * float(np.median(calibration.view_seconds)):.2f} ms); "
-             f"publication {1e3 * calibration.publish_s:.2f} ms per unit",
+             f"per-view compute times: {describe_times(calibration.single_view_seconds)} for 1 rank"
+             + ("" if world_size == 1 else f", {describe_times(calibration.view_seconds)} for 2+ ranks")
+             + f"; publication {1e3 * calibration.publish_s:.2f} ms per unit",
              "host time per step outside the runtime's spans: " + ", ".join(overheads)]
     return "\n".join(lines)
+
+
+def describe_times(seconds: np.ndarray) -> str:
+    return f"{len(seconds)} (median {1e3 * float(np.median(seconds)):.2f} ms)"
 
 
 def describe_windows(fitted: WindowStatistics | None, modes: Sequence[str]) -> str:
@@ -199,9 +257,14 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def plot_scaling(predictions: Sequence[Prediction], links: Sequence[Link], out: Path) -> Path:
+def plot_scaling(
+    predictions: Sequence[Prediction],
+    links: Sequence[Link],
+    out: Path,
+    measured: Sequence[tuple[str, int, float]] = (),
+) -> Path:
     """views/s against W on log-log axes (linear scaling is a line of slope 1), one curve per mode, one panel per
-    link."""
+    link; ``measured`` (mode, W, views/s) of the runs, as crosses in their mode's colour."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -212,7 +275,11 @@ def plot_scaling(predictions: Sequence[Prediction], links: Sequence[Link], out: 
         mine = [p for p in predictions if p.link == link.name]
         for mode in dict.fromkeys(p.mode for p in mine):
             points = sorted((p.world_size, p.views_per_s) for p in mine if p.mode == mode)
-            axis.plot(*zip(*points), marker="o", label=mode, linestyle="--" if mode in OVERLAPPED else "-")
+            (line,) = axis.plot(*zip(*points), marker="o", label=mode, linestyle="--" if mode in OVERLAPPED else "-")
+            runs = [(world_size, views) for run_mode, world_size, views in measured if run_mode == mode]
+            if runs:
+                axis.scatter(*zip(*runs), marker="x", s=60, color=line.get_color(), zorder=3,
+                             label=f"{mode}, measured runs")
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.set_xlabel("world size W (GPUs)")

@@ -2,18 +2,30 @@
 outside the runtime's spans, publication time and the number of Gaussians.
 
 Unit records come from each rank's unit log through ``read_unit_log`` (one log per rank: the run's world size is the
-number of logs); the step time and the Gaussian count come from nerfstudio's tensorboard scalars, which the unit
-log does not hold (the runtime times its own spans, not the whole training iteration). Like ``odin-ns bench``, only
-the second half of a run counts: the first half is warm-up.
+number of logs). The unit log times the runtime's own spans, not the whole training iteration, so the measured step
+time comes from one of three references (``StepTime``):
+
+* ``tensorboard``: nerfstudio's ``Train Iter (time)`` scalars in the run's event files (their mean);
+* ``bench``: the ``step_s`` an ``odin-ns bench`` results.json holds for the run (the median of the same scalars),
+  matched to the run directory by the trailing names of its path (``<label>/<scene>/<method>/<timestamp>``);
+* ``units``: the unit logs alone: per unit, the slowest rank's compute + re-run + exposed wait + publication. It
+  holds no host time outside the runtime's spans (data, logging, Python, launching the collectives), so a step
+  measured this way is the GPU-timed part of the step only, and its host time outside the spans is 0 by definition.
+
+The Gaussian count comes from tensorboard's ``gaussian_count``, else from the bytes a dense exchange moved (rank 0's
+``bytes_exchanged``: the scope all-gather's bitmaps and every row of the gradient table), else from ``--gaussians``.
+Like ``odin-ns bench``, only the second half of a run counts: the first half is warm-up.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -24,6 +36,8 @@ STEP_TIME_TAG = "Train Iter (time)"
 """nerfstudio's per-iteration time (``EventName.ITER_TRAIN_TIME``), written as a running mean over its last 20
 steps."""
 GAUSSIAN_COUNT_TAG = "Train Metrics Dict/gaussian_count"
+StepTime = Literal["tensorboard", "bench", "units"]
+"""Where a run's measured step time comes from (module docstring)."""
 
 
 class ScalingInputError(ValueError):
@@ -56,10 +70,11 @@ class MeasuredRun:
     """Unit records of each rank (rank 0 first), second half of the run."""
     views_per_rank: int
     step_s: float | None
-    """Mean steady-state training iteration time (None without tensorboard scalars): a mean, as the spans it is
-    compared with and the predictions are (``odin-ns bench`` reports medians)."""
+    """Steady-state training iteration time from ``step_time`` (None where that reference has none): tensorboard's
+    mean, a bench's median, or the unit logs' mean slowest span sum."""
     gaussians: int | None
-    """Median steady-state Gaussian count (None without tensorboard scalars)."""
+    """Median steady-state Gaussian count (tensorboard's, else the dense exchange's; None without either)."""
+    step_time: StepTime = "tensorboard"
 
     @property
     def world_size(self) -> int:
@@ -98,16 +113,22 @@ class MeasuredRun:
 
     @property
     def overhead_s(self) -> float | None:
-        """Host time of a step outside the spans (data, projection for the read scope, logging, Python): the
-        measured step time less ``span_s``."""
-        return None if self.step_s is None else self.step_s - self.span_s
+        """Host time of a step outside the spans (data, projection for the read scope, logging, Python, launching
+        the collectives): the measured step time less ``span_s``; 0 when the step time is the unit logs' own (it
+        holds nothing outside the spans)."""
+        if self.step_s is None:
+            return None
+        return 0.0 if self.step_time == "units" else self.step_s - self.span_s
 
     def describe(self) -> str:
         return f"{self.path} ({self.mode}, {self.world_size} rank(s) x {self.views_per_rank} view(s))"
 
 
-def load_run(path: Path, views_per_rank: int) -> MeasuredRun:
-    """Read a run directory holding ``odin_units.jsonl`` (and ``odin_units_rank{r}.jsonl`` per further rank)."""
+def load_run(
+    path: Path, views_per_rank: int, step_time: StepTime = "tensorboard", bench: Sequence[BenchRun] = ()
+) -> MeasuredRun:
+    """Read a run directory holding ``odin_units.jsonl`` (and ``odin_units_rank{r}.jsonl`` per further rank), with
+    its step time from ``step_time`` (``bench``: the runs of bench results.json files, ``load_bench``)."""
     run_dir = path.parent if path.is_file() else path
     logs = []
     while unit_log(run_dir, len(logs)).is_file():
@@ -119,15 +140,91 @@ def load_run(path: Path, views_per_rank: int) -> MeasuredRun:
         if not records:
             raise ScalingInputError(f"{log} holds too few unit records (the first half of a run is warm-up)")
     scalars = tensorboard_scalars(run_dir)
-    step_times = steady(scalars.get(STEP_TIME_TAG, []))
     counts = steady(scalars.get(GAUSSIAN_COUNT_TAG, []))
+    if step_time == "tensorboard":
+        step_times = steady(scalars.get(STEP_TIME_TAG, []))
+        step_s = statistics.fmean(step_times) if step_times else None
+    elif step_time == "bench":
+        step_s = bench_run_of(run_dir, bench, len(ranks), views_per_rank).step_s
+    elif step_time == "units":
+        step_s = slowest_span_s(ranks)
+    else:
+        raise ScalingInputError(f"unknown step time reference {step_time!r}: tensorboard, bench or units")
     return MeasuredRun(
         path=run_dir,
         ranks=ranks,
         views_per_rank=views_per_rank,
-        step_s=statistics.fmean(step_times) if step_times else None,
+        step_s=step_s,
         gaussians=round(statistics.median(counts)) if counts else None,
+        step_time=step_time,
     )
+
+
+def slowest_span_s(ranks: Sequence[Sequence[UnitRecord]]) -> float:
+    """Mean over the units every rank logged of the slowest rank's compute + re-run + exposed wait + publication:
+    the step time the unit logs themselves measure (GPU-timed spans, no host time outside them)."""
+    by_unit = defaultdict(list)
+    for records in ranks:
+        for record in records:
+            by_unit[record.unit_id].append(
+                record.compute_s + record.rerun_compute_s + record.exposed_wait_s + record.publish_s
+            )
+    return statistics.fmean(max(spans) for spans in by_unit.values() if len(spans) == len(ranks))
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One run of an ``odin-ns bench`` results.json: its measured step time and where it ran."""
+
+    run_dir: Path
+    """The run directory as the bench wrote it (on the machine that ran it)."""
+    step_s: float
+    """Median over the second half of the steps of nerfstudio's per-iteration time."""
+    ranks: int
+    views_per_rank: int
+    source: Path
+
+
+def load_bench(paths: Sequence[Path]) -> list[BenchRun]:
+    """Every run of the bench results.json files ``paths``."""
+    runs = []
+    for path in paths:
+        try:
+            results = json.loads(Path(path).read_text())
+            runs += [BenchRun(Path(run["run_dir"]), float(run["step_s"]), int(run["ranks"]),
+                              int(run.get("views_per_rank", 1)), Path(path)) for run in results["runs"]]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ScalingInputError(f"cannot read bench results {path}: {error!r}") from None
+    return runs
+
+
+def bench_run_of(run_dir: Path, bench: Sequence[BenchRun], ranks: int, views_per_rank: int) -> BenchRun:
+    """The bench run of ``run_dir``: the one whose run directory shares the longest tail of folder names with it
+    (at least the timestamp folder), which must be one run and agree on ranks and views per rank."""
+    if not bench:
+        raise ScalingInputError("--step-time bench needs --bench with the bench's results.json")
+
+    def shared_tail(run: BenchRun) -> int:
+        shared = 0
+        for mine, theirs in zip(reversed(run_dir.resolve().parts), reversed(run.run_dir.parts)):
+            if mine != theirs:
+                break
+            shared += 1
+        return shared
+
+    longest = max(shared_tail(run) for run in bench)
+    matches = [run for run in bench if shared_tail(run) == longest] if longest else []
+    if len(matches) != 1:
+        what = "no bench run" if not matches else f"{len(matches)} bench runs"
+        raise ScalingInputError(f"{what} in {sorted({str(run.source) for run in bench})} for {run_dir} (matched by "
+                                "the trailing folder names of the bench's run_dir)")
+    (match,) = matches
+    if (match.ranks, match.views_per_rank) != (ranks, views_per_rank):
+        raise ScalingInputError(
+            f"{run_dir}: the bench ran {match.run_dir} on {match.ranks} rank(s) x {match.views_per_rank} view(s), "
+            f"the unit logs and --views-per-rank say {ranks} x {views_per_rank}"
+        )
+    return match
 
 
 def _records(log: Path) -> list[UnitRecord]:
@@ -142,15 +239,23 @@ class Calibration:
     """The measured quantities the replay draws from."""
 
     view_seconds: np.ndarray
-    """Every measured per-view compute time: a unit's ``compute_s`` on one rank over the views it rendered."""
+    """Measured per-view compute times for 2+ ranks: a unit's ``compute_s`` on one rank over the views it rendered,
+    from the runs on 2+ ranks (from every run when none ran on 2+ ranks)."""
     view_samples: dict[int, np.ndarray] | None
     """The same times by training-view index, where a plan says which views each rank rendered at each step."""
+    single_view_seconds: np.ndarray
+    """The same for one rank: from the 1-rank runs (from every run when none ran on one rank)."""
+    single_view_samples: dict[int, np.ndarray] | None
     overhead_s: dict[str, float]
-    """Host time per step outside the runtime's spans, by mode (``MeasuredRun.overhead_s``, averaged over the runs
-    of that mode); a mode that no run measured takes sync's, else the run with the fewest ranks', else 0 (no run
-    logged step times)."""
+    """Host time per step outside the runtime's spans on 2+ ranks, by mode (``MeasuredRun.overhead_s``, averaged
+    over the mode's runs on 2+ ranks); a mode no such run measured takes sync's on 2+ ranks, else
+    ``single_overhead_s``. It holds what running on several ranks adds on the host (launching the collectives,
+    waiting for a peer outside the GPU-timed spans), which a 1-rank run cannot show."""
+    single_overhead_s: float
+    """Host time per step outside the spans on one rank: the 1-rank runs' mean; without a timed 1-rank run, sync's
+    on 2+ ranks, else the fewest ranks' run's, else 0 (no run has a step time)."""
     measured_overheads: tuple[str, ...]
-    """The modes some run measured the host time of."""
+    """The modes some run on 2+ ranks measured the host time of."""
     publish_s: float
     """Mean publication time per unit."""
     gaussians: int
@@ -160,6 +265,17 @@ class Calibration:
     sources: tuple[str, ...]
     """The runs it was fitted on."""
 
+    def compute_samples(self, world_size: int) -> tuple[np.ndarray, dict[int, np.ndarray] | None]:
+        """Per-view compute times at ``world_size`` ranks, pooled and by view."""
+        if world_size == 1:
+            return self.single_view_seconds, self.single_view_samples
+        return self.view_seconds, self.view_samples
+
+    def host_s(self, mode: str, world_size: int) -> float:
+        """Host time per step outside the spans of ``mode`` at ``world_size`` ranks (one rank runs every mode as
+        sync)."""
+        return self.single_overhead_s if world_size == 1 else self.overhead_s[mode]
+
 
 def calibrate(
     runs: Sequence[MeasuredRun], plan: SchedulePlan | None, gaussians: int | None, modes: Sequence[str]
@@ -167,31 +283,35 @@ def calibrate(
     """Fit ``Calibration`` on ``runs`` (all with the same views per rank); ``plan`` attributes compute times to
     views; ``gaussians`` overrides the runs' Gaussian count."""
     views_per_rank = runs[0].views_per_rank
-    view_seconds, by_view = [], defaultdict(list)
-    for run in runs:
-        dealt = None if plan is None else _measured_plan(plan, run)
-        for rank, records in enumerate(run.ranks):
-            for record in records:
-                seconds = record.compute_s / views_per_rank
-                view_seconds.append(seconds)
-                if dealt is not None:
-                    for view in dealt.views_for(record.unit_id, rank):
-                        by_view[view].append(seconds)
+    several_ranks = [run for run in runs if run.world_size > 1]
+    view_seconds, view_samples = _view_times(several_ranks or runs, plan, views_per_rank)
+    single_view_seconds, single_view_samples = _view_times(
+        [run for run in runs if run.world_size == 1] or runs, plan, views_per_rank
+    )
     counts = [run.gaussians for run in runs if run.gaussians is not None]
     if gaussians is None and not counts:
         raise ScalingInputError(
-            f"no Gaussian count in {runs[0].path} (train with --vis tensorboard, which logs gaussian_count) "
-            "and no --gaussians"
+            f"no Gaussian count in {runs[0].path} (no gaussian_count scalars: train with --vis tensorboard; no dense "
+            "exchange on 2+ ranks to count them by) and no --gaussians"
         )
     count = gaussians if gaussians is not None else round(statistics.median(counts))
     timed = [run for run in runs if run.overhead_s is not None]
-    overheads = {mode: statistics.fmean(run.overhead_s for run in timed if run.mode == mode)
-                 for mode in {run.mode for run in timed}}
-    fallback = overheads.get("sync", min(timed, key=lambda run: run.world_size).overhead_s if timed else 0.0)
+    several = [run for run in timed if run.world_size > 1]
+    overheads = {mode: statistics.fmean(run.overhead_s for run in several if run.mode == mode)
+                 for mode in {run.mode for run in several}}
+    single = [run.overhead_s for run in timed if run.world_size == 1]
+    if single:
+        single_overhead = statistics.fmean(single)
+    else:
+        single_overhead = overheads.get("sync", min(timed, key=lambda run: run.world_size).overhead_s if timed else 0.0)
+    fallback = overheads.get("sync", single_overhead)
     return Calibration(
-        view_seconds=np.asarray(view_seconds),
-        view_samples={view: np.asarray(seconds) for view, seconds in by_view.items()} if plan is not None else None,
+        view_seconds=view_seconds,
+        view_samples=view_samples,
+        single_view_seconds=single_view_seconds,
+        single_view_samples=single_view_samples,
         overhead_s={mode: overheads.get(mode, fallback) for mode in modes},
+        single_overhead_s=single_overhead,
         measured_overheads=tuple(sorted(mode for mode in overheads if mode in modes)),
         publish_s=statistics.fmean(record.publish_s for run in runs for records in run.ranks for record in records),
         gaussians=count,
@@ -202,6 +322,24 @@ def calibrate(
         views_per_rank=views_per_rank,
         sources=tuple(run.describe() for run in runs),
     )
+
+
+def _view_times(
+    runs: Sequence[MeasuredRun], plan: SchedulePlan | None, views_per_rank: int
+) -> tuple[np.ndarray, dict[int, np.ndarray] | None]:
+    """Every per-view compute time of ``runs``, and, with a plan, the same by the training view it was dealt."""
+    view_seconds, by_view = [], defaultdict(list)
+    for run in runs:
+        dealt = None if plan is None else _measured_plan(plan, run)
+        for rank, records in enumerate(run.ranks):
+            for record in records:
+                seconds = record.compute_s / views_per_rank
+                view_seconds.append(seconds)
+                if dealt is not None:
+                    for view in dealt.views_for(record.unit_id, rank):
+                        by_view[view].append(seconds)
+    samples = {view: np.asarray(seconds) for view, seconds in by_view.items()} if plan is not None else None
+    return np.asarray(view_seconds), samples
 
 
 def per_view_share(union_share: float, views: int) -> float:

@@ -16,12 +16,16 @@ all-reduce of row bucket j (issued in row order on one stream, so bucket j arriv
   way; no gradient all-reduce. O_sharded + C + both all-to-alls + two small all-gathers (Gaussian counts,
   cameras) + P / W (each rank steps its own rows). The render is taken to cost what the replicated one costs.
 
+Host time O is the one measured on one rank at W = 1 and the one measured on 2+ ranks at every W >= 2
+(``Calibration.host_s``).
+
 Views per second: W x views per rank over the mean step time.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -34,7 +38,7 @@ from odin_ns.kernels import BITS_PER_WORD
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.window import SyncPathStretches, WindowDecision
 from odin_ns.scaling.links import Link, all_gather, all_reduce, all_to_all
-from odin_ns.scaling.measured import Calibration
+from odin_ns.scaling.measured import Calibration, MeasuredRun
 from odin_ns.scaling.windows import WindowStatistics, window_decisions
 from odin_ns.schedule.plan import SchedulePlan
 from odin_ns.sync.gate import ThroughputFirstPolicy
@@ -86,6 +90,10 @@ class Wire:
         maxima = SPLATFACTO_ROW_TENSORS + 2 if mode == "throughput-first" else 0
         return 4 * words * (2 + maxima)
 
+    def dense_unit_bytes(self, mode: str) -> int:
+        """What one rank's dense exchange of a unit moves (its ``bytes_exchanged``): its scope piece and every row."""
+        return self.scope_piece(mode) + self.gaussians * self.gradient_row_bytes
+
     def sharded_exchange(
         self, link: Link, world_size: int, views_per_rank: int, visible_share: float, sends: ShardedSends
     ) -> float:
@@ -102,6 +110,23 @@ class Wire:
         if sends == "visible":
             seconds += all_to_all(link, 4 * world_size, world_size)  # the pair counts, before the pairs
         return seconds
+
+
+def gaussians_from_exchange(runs: Sequence[MeasuredRun], sh_degree: int = 3) -> int | None:
+    """The Gaussian count a dense exchange on 2+ ranks implies: the N whose ``Wire.dense_unit_bytes`` is the median
+    ``bytes_exchanged`` of rank 0's dense units (the median over such runs); None without any."""
+    counts = []
+    for run in runs:
+        exchanged = [record.bytes_exchanged for record in run.ranks[0]
+                     if record.exchange == "dense" and record.bytes_exchanged > 0]
+        if run.world_size < 2 or not exchanged:
+            continue
+        nbytes = int(statistics.median(exchanged))
+        estimate = nbytes // Wire(1, sh_degree).gradient_row_bytes
+        while estimate > 0 and Wire(estimate, sh_degree).dense_unit_bytes(run.mode) > nbytes:
+            estimate -= 1
+        counts.append(estimate)
+    return round(statistics.median(counts)) if counts else None
 
 
 @dataclass(frozen=True)
@@ -169,13 +194,14 @@ def _rank_compute(
     calibration: Calibration, plan: SchedulePlan | None, world_size: int, steps: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, str]:
     per_rank = calibration.views_per_rank
+    view_seconds, view_samples = calibration.compute_samples(world_size)
     if plan is None:
-        return rng.choice(calibration.view_seconds, size=(steps, world_size, per_rank)).sum(2), "drawn"
+        return rng.choice(view_seconds, size=(steps, world_size, per_rank)).sum(2), "drawn"
     views, dealing = _dealt_views(plan, world_size, per_rank, steps, rng)
     seconds = np.empty(views.shape)
     for view in np.unique(views):
         dealt = views == view
-        samples = calibration.view_samples.get(int(view), calibration.view_seconds)
+        samples = view_samples.get(int(view), view_seconds)
         seconds[dealt] = rng.choice(samples, size=int(dealt.sum()))
     return seconds.sum(2), dealing
 
@@ -199,8 +225,8 @@ def step_seconds(
     """[steps] predicted seconds of each step of ``mode`` over ``link`` (module docstring)."""
     world_size = draw.world_size
     slowest = draw.compute.max(1)
-    overhead, publish = calibration.overhead_s[mode], calibration.publish_s
-    sync_overhead = calibration.overhead_s["sync"]
+    overhead, publish = calibration.host_s(mode, world_size), calibration.publish_s
+    sync_overhead = calibration.host_s("sync", world_size)
     if mode == "sharded":
         exchange = wire.sharded_exchange(
             link, world_size, calibration.views_per_rank, calibration.visible_share, sharded_sends
