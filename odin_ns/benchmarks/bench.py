@@ -29,6 +29,9 @@ from odin_ns.runtime.records import UnitRecord, read_unit_log, summarize, unit_l
 
 STOCK = "splatfacto"
 GSPLAT_PEER = "gsplat-distributed"
+PREDICTED = "quality-first-predicted"
+"""quality-first deciding its windows from predicted read scopes (``--pipeline.odin.read-scopes predicted``)."""
+ODIN_CONFIGURATIONS = (*MODES, PREDICTED)
 """gsplat's own multi-GPU path (Gaussians sharded over ranks), see :mod:`odin_ns.benchmarks.gsplat_distributed`."""
 ITERATION_TIME_TAG = "Train Iter (time)"
 QUALITY_METRICS = {"psnr": min, "ssim": min, "lpips": max}
@@ -49,7 +52,8 @@ class BenchCommand:
     """Training steps per configuration."""
     modes: str = ",".join(MODES)
     """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first,
-    no-exchange) and gsplat-distributed (gsplat's sharded multi-GPU training, CUDA only)."""
+    no-exchange), quality-first-predicted (quality-first with predicted read scopes) and gsplat-distributed (gsplat's
+    sharded multi-GPU training, CUDA only)."""
     seeds: int = 1
     """Repetitions per configuration (machine seeds 42 + first_seed, 43 + first_seed, ...)."""
     first_seed: int = 0
@@ -75,9 +79,9 @@ class BenchCommand:
 
     def main(self) -> None:
         modes = [mode for mode in self.modes.split(",") if mode]
-        unknown = sorted(set(modes) - set(MODES) - {GSPLAT_PEER})
+        unknown = sorted(set(modes) - set(ODIN_CONFIGURATIONS) - {GSPLAT_PEER})
         if unknown:
-            raise SystemExit(f"error: unknown mode(s) {unknown}; choose from {(*MODES, GSPLAT_PEER)}")
+            raise SystemExit(f"error: unknown mode(s) {unknown}; choose from {(*ODIN_CONFIGURATIONS, GSPLAT_PEER)}")
         if not self.data.exists():
             raise SystemExit(f"error: data directory does not exist: {self.data}")
         if not self.views_per_rank or min(self.views_per_rank) < 1:
@@ -109,7 +113,7 @@ class BenchCommand:
         extra = tuple(shlex.split(self.extra))
         if self.full_resolution:
             extra += ("--pipeline.model.num-downscales", "0")
-        if name in MODES:
+        if name in ODIN_CONFIGURATIONS:
             extra += ("--pipeline.datamanager.views-per-rank", str(views))
         command = training_command(name, ranks, self.data, run_root, max(1, self.steps // views), seed, extra)
         started = time.time()
@@ -205,7 +209,9 @@ def training_command(
     if name == STOCK:
         return [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "splatfacto", *common,
                 "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
-    return [*launcher, installed_script("ns-train"), "odin-splatfacto", *common, "--pipeline.odin.mode", name]
+    odin = ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes", "predicted") if name == PREDICTED \
+        else ("--pipeline.odin.mode", name)
+    return [*launcher, installed_script("ns-train"), "odin-splatfacto", *common, *odin]
 
 
 def installed_script(name: str) -> str:
