@@ -120,7 +120,8 @@ class ToyReadPredictor:
     def read_buckets(self, unit_id: int, every_rank: bool):
         boxes, age = self.bounds.latest()
         margin = (age + 2) * self.step_bound
-        views = self.schedule[unit_id] if every_rank else [self.schedule[unit_id][self.rank]]
+        unit = self.schedule[unit_id % len(self.schedule)]  # schedules repeat, as epochs of a plan do
+        views = unit if every_rank else [unit[self.rank]]
         hit = np.zeros(len(boxes), dtype=bool)
         for view in views:
             x0, y0, x1, y1 = view.window

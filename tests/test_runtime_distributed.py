@@ -130,6 +130,8 @@ PREDICTED_LEARNING_RATES = {**LEARNING_RATES, "means": 0.001}
 point 0.07 a step, and the inflated bounds of every bucket would reach the next cell."""
 PREDICTED_BUCKETS = 16
 """About one grid cell of cell-sorted rows per bucket."""
+SAME_CELL = [[cell_view(5), cell_view(5)]] * 12
+"""Both ranks render one cell in every unit: every unit reads all that the previous one updated."""
 APART = [[cell_view(cells[rank]) for rank in range(WORLD_SIZE)] for cells in [(0, 2), (8, 10), (1, 3), (9, 11)] * 10]
 """Consecutive units two grid rows apart: a bucket's bounds (one cell, inflated) reach the neighbouring cells,
 so the views of the next unit must not neighbour this unit's for their predicted scopes to miss each other."""
@@ -207,6 +209,8 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
     for mode in ("sync", "quality-first"):
         results[f"predicted/{mode}"] = train_predicted(rank, mode)
         results[f"predicted-densify/{mode}"] = train_predicted(rank, mode, densify=True)
+    for mode in ("sync", "quality-first"):
+        results[f"predicted-conflicting/{mode}"] = train_predicted(rank, mode, SAME_CELL)
     results["mispredicted"] = misprediction_error(rank)
     results["stale"] = stale_publication_error(rank)
     results["nan"] = nan_on_one_rank_error(rank)
@@ -287,6 +291,17 @@ def test_predicted_read_scopes_equal_sync_with_buckets_left_in_flight(results):
         assert sum(window.buckets_published_first for window in windows) < sum(window.buckets_with_updates for window in windows) / 2
         assert all(record.reruns == 0 for record in records)
     assert_same_state(results[1]["predicted/quality-first"][0], results[0]["predicted/quality-first"][0])
+
+
+def test_units_predicted_to_conflict_entirely_take_syncs_path(results):
+    """Where the plan's next unit reads every bucket a unit updates, the unit publishes at once, as sync does: no
+    window is opened, and the state is sync's."""
+    for rank_results in results:
+        run = rank_results["predicted-conflicting/quality-first"]
+        assert_same_state(run[0], rank_results["predicted-conflicting/sync"][0])
+        records = records_of(run)
+        assert all(record.window is None for record in records)
+        assert all(record.sync_path for record in records[:-1])
 
 
 def test_a_prediction_that_misses_rows_stops_every_rank(results):
