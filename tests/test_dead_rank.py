@@ -1,13 +1,18 @@
 """A dead rank: the watch that turns a collective past its deadline into PeerFailureError (on the CPU, with stand-in
-works), and on 2 GPUs the survivor of a rank killed mid-training under NCCL, with torchrun and nerfstudio's launcher.
+works), the failure the first 2-GPU run met (a training thread blocked holding the GIL, which stops the watch until
+NCCL's watchdog releases it; docs/gpu.md), on 2 GPUs the survivor of a rank killed mid-training under NCCL, with
+torchrun and nerfstudio's launcher, and on the CPU under torchrun a survivor its launcher SIGTERMs while its peer hangs.
 
-The gloo path (gloo enforces the timeout itself) is tested in
+The gloo path (gloo enforces the timeout itself) is also tested in
 ``test_runtime_distributed.py::test_dead_peer_makes_the_survivor_fail_with_a_clear_error``.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import datetime
+import json
 import os
 import signal
 import subprocess
@@ -17,13 +22,19 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 import torch.distributed as dist
 
 from odin_ns.comm.context import DistContext
-from odin_ns.comm.process_group import PeerFailureError, naming_peer_failures, peer_failure_message
-from odin_ns.comm.watch import CollectiveWatch, watchdog_timeout
+from odin_ns.comm.process_group import (
+    NCCL_BACKSTOP_ENVIRONMENT,
+    PeerFailureError,
+    naming_peer_failures,
+    peer_failure_message,
+)
+from odin_ns.comm.watch import TIMEOUT_RESULT, CollectiveWatch, watchdog_timeout
 from training import QUIET_TRAINING, torchrun
 
 TESTS = Path(__file__).resolve().parent
@@ -155,6 +166,132 @@ def test_a_backend_error_met_by_the_training_thread_is_reported_the_same_way(cap
         f"PeerFailureError: {expected}"], "the line a launcher that swallows the traceback still shows"
 
 
+class BackstopWork(StandInWork):
+    """A NCCL collective whose peer died, as NCCL's own watchdog leaves it at the group's (backstop) timeout: marked
+    TIMEOUT and complete (its communicators aborted, its kernel gone) from ``released_at`` on, pending before."""
+
+    def __init__(self, released_at: float):
+        super().__init__()
+        self.released_at = released_at
+
+    def is_completed(self) -> bool:
+        return time.monotonic() >= self.released_at
+
+    def get_future_result(self):
+        work = self
+
+        class Result:
+            def done(self):
+                return work.is_completed()
+
+            def value(self):
+                return TIMEOUT_RESULT
+
+        return Result()
+
+
+def hold_the_gil(seconds: float) -> None:
+    """Block in C without releasing the GIL, as gsplat 1.4's ``isect_tiles`` does in its ``.item()`` (a pybind11
+    function: the GIL is kept) when its stream waits for a hung collective; ctypes.PyDLL keeps the GIL too."""
+    libc = ctypes.PyDLL(ctypes.util.find_library("c"))
+    libc.usleep(ctypes.c_uint(int(seconds * 1e6)))
+
+
+def test_a_training_thread_blocked_holding_the_gil_is_reported_once_the_backend_releases_it(capfd):
+    """The failure of 2026-11-30 on 2 x H200 (docs/gpu.md): no Python thread runs while the training thread blocks
+    in a C call that holds the GIL, so the watch cannot report at its deadline; NCCL's watchdog (C++) releases the
+    call at the backstop, and the watch then reports the collective within its poll, as its own timeout."""
+
+    def body(watch, released):
+        watch.track(BackstopWork(released_at=time.monotonic() + 1.2), "gradient bucket 0 (rows 0-512) of unit 40")
+        hold_the_gil(1.2)  # past the 0.3 s deadline; what NCCL's watchdog releases at the backstop
+        while True:  # Python again: the PeerFailureError comes at a bytecode
+            time.sleep(0.01)
+
+    error, seconds, aborts = run_training_thread(body, timeout_s=0.3)
+    assert isinstance(error, PeerFailureError), error
+    assert str(error) == ("rank 3, step 7: gradient bucket 0 (rows 0-512) of unit 40 did not complete within the 0.3 s "
+                          "collective timeout: a peer rank died or hung (NCCL's watchdog timed it out and aborted the "
+                          "communicators)")
+    assert 1.2 <= seconds < 2.5 and aborts == 1
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("PeerFailureError")]
+    assert lines == [f"PeerFailureError: {error}"]
+
+
+def test_while_the_gil_is_held_the_watch_cannot_report():
+    """Why the watch needs NCCL's watchdog behind it: past its deadline, it reports only after the GIL comes back."""
+    times = {}
+
+    def abort():
+        times["reported"] = time.monotonic()
+
+    def body():
+        try:
+            watch = CollectiveWatch(0, datetime.timedelta(seconds=0.2), enforce=True, abort=abort, grace_s=None,
+                                    poll_s=0.02)
+            watch.track(StandInWork(), "scope exchange of unit 40")
+            times["released"] = time.monotonic() + 1.0
+            hold_the_gil(1.0)
+            while "reported" not in times:
+                time.sleep(0.01)
+        except PeerFailureError:
+            pass
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join(timeout=30)
+    assert times["reported"] >= times["released"], "the watch ran while the GIL was held"
+
+
+def test_a_collective_the_backend_timed_out_is_reported_before_the_next_launch():
+    """The training thread, released before the watch's thread polls, meets the failure at its next launch: the
+    error names the collective that timed out, not the one being launched."""
+
+    def body(watch, released):
+        watch.track(BackstopWork(released_at=time.monotonic() + 0.05), "stop request")
+        time.sleep(0.06)
+        watch._stopped.set()  # the watch's thread has not polled yet
+        watch.track(StandInWork(), "scope exchange of unit 8")
+        return "launched on an aborted group"
+
+    error, _, aborts = run_training_thread(body, timeout_s=0.01)
+    assert isinstance(error, PeerFailureError) and str(error).startswith("rank 3, step 7: stop request did not"), error
+    assert aborts == 1
+
+
+def test_a_group_with_a_collective_in_flight_is_aborted_not_destroyed(monkeypatch):
+    """NCCL's destroy_process_group waits for every kernel: an error unwinding past a hung collective would hang."""
+    calls = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: calls.append("destroy"))
+    monkeypatch.setattr("odin_ns.comm.context.abort_group", lambda: calls.append("abort"))
+    for work, expected in ((StandInWork(done=True), ["destroy"]), (StandInWork(), ["abort"])):
+        calls.clear()
+        watch = CollectiveWatch(0, datetime.timedelta(seconds=0.1), enforce=True, grace_s=None, poll_s=0.01)
+        watch._works.append((time.monotonic() + 0.1, "gradient bucket 1 (rows 512-1024) of unit 9", work))
+        DistContext(0, 2, 0, torch.device("cpu"), "nccl", watch.timeout, watch=watch).destroy()
+        assert calls == expected
+
+
+def test_importing_the_context_sets_up_nccls_watchdog_as_the_watchs_backstop(tmp_path):
+    """NCCL reads these when a group is created: importing the context (as nerfstudio's launcher does before it spawns
+    the workers, and every torchrun rank before it joins) sets them, keeping what the user set."""
+    script = (
+        "import json, os, sys\n"
+        "os.environ['TORCH_NCCL_DUMP_ON_TIMEOUT'] = '1'\n"
+        "import odin_ns.comm.context\n"
+        "from odin_ns.comm.process_group import NCCL_BACKSTOP_ENVIRONMENT, nccl_backstop_environment\n"
+        "print(json.dumps([{name: os.environ.get(name) for name in NCCL_BACKSTOP_ENVIRONMENT},\n"
+        "                  nccl_backstop_environment()]))\n"
+    )
+    env = {name: value for name, value in os.environ.items() if name not in NCCL_BACKSTOP_ENVIRONMENT}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    seen, overridden = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == {**NCCL_BACKSTOP_ENVIRONMENT, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+    assert overridden == {"TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+    assert seen["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "2", "abort the communicators, keep the process"
+
+
 def test_a_rank_stuck_beyond_the_abort_is_ended_by_the_alarm():
     """The last resort: a host the abort does not release still exits, after printing the line."""
     script = (
@@ -178,8 +315,8 @@ def test_peer_failure_messages_are_one_line():
                                    RuntimeError("Connection closed by peer\nException raised from ..."))
     assert message == ("rank 1, step 40: stop request did not complete within the 600 s collective timeout: "
                        "a peer rank died or hung (Connection closed by peer)")
-    assert watchdog_timeout(datetime.timedelta(seconds=8)) == datetime.timedelta(seconds=38)
-    assert watchdog_timeout(datetime.timedelta(seconds=600)) == datetime.timedelta(seconds=750)
+    assert watchdog_timeout(datetime.timedelta(seconds=8)) == datetime.timedelta(seconds=10)
+    assert watchdog_timeout(datetime.timedelta(seconds=600)) == datetime.timedelta(seconds=630)
 
 
 def test_a_group_joined_from_another_launcher_gets_the_configured_timeout():
@@ -247,3 +384,67 @@ def test_a_rank_killed_on_nccl_makes_the_survivor_exit_naming_peer_failure(launc
     assert len(lines) == 1 and f"did not complete within the {TIMEOUT_S} s collective timeout" in lines[0], tail
     assert survivor_s is not None, f"rank 0 did not unwind through Python (killed, or ended by the alarm):\n{tail}"
     assert survivor_s <= TIMEOUT_S + SLACK_S and ended - killed_at <= TIMEOUT_S + SLACK_S + 5, tail
+
+
+# ----------------------------------------------------------------------------------------------------- CPU, torchrun
+
+CPU_TIMEOUT_S = 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hang_in", ["unit", "agreement"])
+def test_a_survivor_signalled_by_its_launcher_while_its_peer_hangs_exits_naming_peer_failure(hang_in, tiny_scene,
+                                                                                              tmp_path):
+    """What torchrun and nerfstudio's launcher do when a rank dies: SIGTERM to the others, a stop request for the
+    trainer, which then agrees with the other ranks at the next logging step and drains. With the peer hung (SIGSTOP,
+    which no launcher notices) at the start of step 40 or at that step's agreement, neither may wait past the
+    timeout: the survivor exits naming the collective in one line within the timeout and slack, unwinding through
+    Python. gloo on the CPU (gloo enforces the timeout itself); NCCL above."""
+    stamps = {name: tmp_path / name for name in ("killed_at", "survivor_exited", "hung_pid")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "ODIN_TEST_KILL_STEP": str(KILL_STEP),
+        "ODIN_TEST_KILLED_AT": str(stamps["killed_at"]),
+        "ODIN_TEST_SURVIVOR_EXITED": str(stamps["survivor_exited"]),
+        "ODIN_TEST_HUNG_PID": str(stamps["hung_pid"]),
+        "ODIN_TEST_HANG_IN": hang_in,
+    }
+    command = [*LAUNCHERS["torchrun"](), "odin-splatfacto", "--data", str(tiny_scene), "--output-dir",
+               str(tmp_path / "out"), "--max-num-iterations", "400", *QUIET_TRAINING,
+               "--pipeline.odin.timeout-s", str(CPU_TIMEOUT_S), "--machine.device-type", "cpu"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    hung = None
+    try:
+        deadline = time.monotonic() + 300
+        while not stamps["killed_at"].exists():
+            assert process.poll() is None and time.monotonic() < deadline, f"rank 1 never reached step {KILL_STEP}"
+            time.sleep(0.05)
+        hung = psutil.Process(int(stamps["hung_pid"].read_text()))
+        survivor = next(child for child in psutil.Process(process.pid).children(recursive=True)
+                        if child.pid != hung.pid and child.environ().get("RANK") == "0")
+        survivor.send_signal(signal.SIGTERM)  # as the launcher does
+        signalled = time.time()
+        deadline = time.monotonic() + CPU_TIMEOUT_S + 60
+        while survivor.is_running() and survivor.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        if hung is not None and hung.is_running():
+            hung.kill()
+        try:
+            output, _ = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+    tail = output[-6000:]
+    # gloo: the error's own line, the last of rank 0's traceback (torchrun prefixes it "[rank0]: ")
+    lines = [line for line in output.splitlines() if "PeerFailureError: rank 0, step" in line]
+    assert len(lines) == 1 and f"did not complete within the {CPU_TIMEOUT_S} s collective timeout" in lines[0], tail
+    assert stamps["survivor_exited"].exists(), f"rank 0 did not unwind through Python:\n{tail}"
+    survivor_s = float(stamps["survivor_exited"].read_text()) - signalled
+    hung_s = float(stamps["survivor_exited"].read_text()) - float(stamps["killed_at"].read_text())
+    print(f"\n[torchrun, gloo, hung in the {hang_in}] rank 0's line: {lines}; rank 0 exited {survivor_s:.1f} s after "
+          f"its SIGTERM, {hung_s:.1f} s after rank 1 hung (timeout {CPU_TIMEOUT_S} s)")
+    assert survivor_s <= CPU_TIMEOUT_S + SLACK_S and process.returncode != 0, tail
+    if hang_in == "agreement":
+        assert "step 40: stop request did not complete" in lines[0], lines

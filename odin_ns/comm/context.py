@@ -5,11 +5,13 @@ passed down to the pipeline, datamanager and runtime, as torchtitan's ``Parallel
 ``odin_ns.comm`` reads ``torch.distributed``'s globals. Every collective here carries the context's timeout and turns
 a dead or hung peer into ``PeerFailureError`` naming the rank, the step and the collective: gloo enforces the timeout
 per operation, and on NCCL the context's ``CollectiveWatch`` enforces it on the collectives' completion
-(``odin_ns.comm.watch``). A one-rank context needs no process group: its collectives are the identity.
+(``odin_ns.comm.watch``), backed by NCCL's own watchdog, which importing this module configures
+(``nccl_backstop_environment``). A one-rank context needs no process group: its collectives are the identity.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -32,11 +34,14 @@ from odin_ns.comm.process_group import (
     abort_group,
     barrier,
     naming_peer_failures,
+    nccl_backstop_environment,
     read_torchrun_env,
     set_group_timeout,
     wait_for,
 )
 from odin_ns.comm.watch import CollectiveWatch, watchdog_timeout
+
+nccl_backstop_environment()  # before any NCCL group exists; see NCCL_BACKSTOP_ENVIRONMENT for why here
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class DistContext:
         rank, world_size, local_rank = read_torchrun_env()
         backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if backend == "nccl":
+            nccl_backstop_environment()
             torch.cuda.set_device(local_rank)
             device = torch.device("cuda", local_rank)
         else:
@@ -113,14 +119,23 @@ class DistContext:
             self.watch.step = step
 
     def destroy(self) -> None:
-        """Tear the process group down (a one-rank context has none). After a peer failure on NCCL the watch has
-        aborted the communicators already; destroying would wait on them, so the group is left to the exit."""
-        if self.watch is not None:
-            self.watch.stop()
-        if self.world_size > 1 and self.group is None and dist.is_initialized():
-            if self.watch is not None and self.watch.failure is not None:
-                return
-            dist.destroy_process_group()
+        """Tear the process group down (a one-rank context has none). NCCL's teardown waits for every collective's
+        kernel: after a peer failure (the watch has aborted the communicators) or with a collective still pending
+        (an error unwinding mid-exchange), the group is aborted instead and left to the exit."""
+        watch = self.watch
+        unsettled = watch is not None and watch.enforce and not watch.settled()
+        if watch is not None:
+            watch.stop()
+        if self.world_size == 1 or self.group is not None or not dist.is_initialized():
+            return
+        if unsettled:
+            if watch.failure is None:
+                try:
+                    abort_group()
+                except Exception as error:  # noqa: BLE001 - leaving anyway; the exit takes the group down
+                    warnings.warn(f"rank {self.rank}: aborting the process group failed: {error}", stacklevel=2)
+            return
+        dist.destroy_process_group()
 
     # ------------------------------------------------------------------------------------------------ collectives
 
@@ -208,6 +223,11 @@ def _watch(rank: int, timeout: timedelta, backend: str, device: torch.device) ->
     failure), only naming the step on gloo, which enforces its timeout itself."""
     if backend != "nccl":
         return CollectiveWatch(rank, timeout)
+    overridden = nccl_backstop_environment()
+    if overridden:
+        warnings.warn(f"rank {rank}: {overridden} set in the environment: NCCL's watchdog may not release a rank "
+                      "blocked on a dead peer's collective as odin_ns.comm.process_group.NCCL_BACKSTOP_ENVIRONMENT "
+                      "expects", stacklevel=2)
     on_start = (lambda: torch.cuda.set_device(device)) if device.type == "cuda" else None
     return CollectiveWatch(rank, timeout, enforce=True, abort=abort_group, on_start=on_start)
 

@@ -1,14 +1,15 @@
 """Joining the training process group from torchrun's environment, with timeouts that turn a dead peer into an error.
 
 Every collective of the runtime goes through ``wait_for`` or ``barrier`` here (and, on NCCL, a
-``odin_ns.comm.watch.CollectiveWatch``), so a rank that dies or hangs makes the survivors raise ``PeerFailureError``
-naming the collective within the configured timeout instead of blocking forever.
+``odin_ns.comm.watch.CollectiveWatch`` backed by NCCL's own watchdog, ``NCCL_BACKSTOP_ENVIRONMENT``), so a rank that
+dies or hangs makes the survivors raise ``PeerFailureError`` naming the collective within the configured timeout
+instead of blocking forever.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -20,6 +21,28 @@ if TYPE_CHECKING:
     from odin_ns.comm.watch import CollectiveWatch
 
 TORCHRUN_ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+NCCL_BACKSTOP_ENVIRONMENT = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+    "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "100",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "0",
+    "TORCH_FR_BUFFER_SIZE": "0",
+}
+"""How NCCL's own watchdog thread must treat a collective past the group's timeout for it to release a rank whose
+training thread is blocked in a CUDA call that holds the GIL (gsplat 1.4's ``isect_tiles`` reads its intersection
+count with ``.item()`` inside C++ without releasing it), where no Python thread runs, the collective watch included:
+
+- ``ASYNC_ERROR_HANDLING=2`` (CleanUpOnly): abort the communicators, so the hung kernels exit and the blocked call
+  returns, and leave the process alive (torch's default, 3, takes it down with no error a user can read);
+- ``WAIT_TIMEOUT_DUMP_MILSEC=100``: torch's watchdog sleeps four times this (a minute by default) before aborting, so
+  that other ranks can dump their flight recorders;
+- ``DUMP_ON_TIMEOUT=0`` and ``FR_BUFFER_SIZE=0``: no flight recorder. With it, the watchdog symbolises the failed
+  collective's Python stack on a helper thread, which needs the GIL, and then waits for that thread for good.
+
+Read when a ProcessGroupNCCL is created, so ``nccl_backstop_environment`` must run before: the context module calls it
+on import, which under nerfstudio's launcher happens in the parent (it reads the method's configuration to parse the
+command line) before it spawns the workers, whose environment it becomes, and under torchrun before the trainer joins
+the group. A value the user set is kept."""
 
 
 class PeerFailureError(RuntimeError):
@@ -38,6 +61,14 @@ def read_torchrun_env(env: Mapping[str, str] = os.environ) -> tuple[int, int, in
     if not 0 <= rank < world_size:
         raise ValueError(f"RANK={rank} is not within WORLD_SIZE={world_size}")
     return rank, world_size, local_rank
+
+
+def nccl_backstop_environment(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """Set ``NCCL_BACKSTOP_ENVIRONMENT``'s variables the user left unset; returns those set otherwise
+    (``{name: value}``), with which NCCL's watchdog may not release a rank as the watch expects."""
+    for name, value in NCCL_BACKSTOP_ENVIRONMENT.items():
+        environ.setdefault(name, value)
+    return {name: environ[name] for name, value in NCCL_BACKSTOP_ENVIRONMENT.items() if environ[name] != value}
 
 
 def peer_failure_message(

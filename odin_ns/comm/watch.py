@@ -4,8 +4,7 @@ gloo enforces the timeout per operation and its waits raise on the training thre
 suffices there. NCCL does not: its collectives run on a GPU stream, the host does not wait for them (the runtime's
 exchange is asynchronous by design), and a collective whose peer died spins on the GPU forever. The training thread
 then blocks inside whichever CUDA call next needs the result (an ``.item()``, a stream synchronisation), where no
-Python code runs. NCCL's own watchdog thread notices the timeout, but then sleeps a minute for its debug dump and
-takes the process down (``TORCH_NCCL_ASYNC_ERROR_HANDLING``'s default), leaving no error a user can read.
+Python code of that thread runs.
 
 ``CollectiveWatch`` enforces the deadline itself, from a daemon thread: each collective launched through the
 context is tracked until its work completes; when one is still pending ``timeout`` after its launch, the watch
@@ -18,7 +17,16 @@ context is tracked until its work completes; when one is still pending ``timeout
    at its next bytecode, unwinding through ``finally`` blocks as any error does,
 4. arms ``alarm(grace_s)``: if the process is still alive then (stuck where no abort reaches), SIGALRM ends it.
 
-The group itself is created with a longer timeout (``watchdog_timeout``), so NCCL's watchdog only backs the watch up.
+The watch is Python, so it runs only while no thread holds the GIL for good. A CUDA call made from C++ without
+releasing the GIL does (gsplat 1.4's ``isect_tiles``, called on every render, reads its intersection count with
+``.item()`` inside its pybind11 function); when it waits for a hung collective, every Python thread of the process
+stops, the watch and signal handlers included (2 x H200, 2026-11-30: no line, no alarm, SIGKILL by the launcher 30 s
+later). So the NCCL group gets a timeout of its own, ``watchdog_timeout``: just past the watch's, so the watch reports
+first whenever it can run; and NCCL's watchdog, a C++ thread that needs no GIL, is told to abort the communicators
+at it and leave the process alive (``odin_ns.comm.process_group.NCCL_BACKSTOP_ENVIRONMENT``). That releases the
+blocked call; the training thread runs Python again, and the watch (or the training thread's next ``check``, before
+any launch) reports the timed-out collective as above.
+
 A context that enforces nothing (gloo) keeps a watch too, for the step it names in errors.
 """
 
@@ -44,11 +52,15 @@ GRACE_S = 15.0
 """After a peer failure, how long the process may take to unwind and exit before SIGALRM ends it. nerfstudio's
 launcher and torchrun kill the survivors 30 s after a rank dies; this ends a stuck survivor first."""
 
+BACKSTOP_MARGIN = timedelta(seconds=2)
+"""How long after the watch's deadline NCCL's watchdog aborts (at least; ``timeout / 20`` for long timeouts): more
+than the watch's poll, so a watch that can run reports first."""
+
 
 def watchdog_timeout(timeout: timedelta) -> timedelta:
-    """The timeout given to the NCCL group itself: past the watch's deadline, so NCCL's watchdog (a minute's sleep
-    for its debug dump, then the process taken down) never reports before the watch does."""
-    return timeout + max(timedelta(seconds=30), timeout / 4)
+    """The timeout given to the NCCL group itself, at which NCCL's watchdog (a C++ thread, running when no Python
+    thread can) aborts the communicators of a collective the watch could not report: just past the watch's."""
+    return timeout + max(BACKSTOP_MARGIN, timeout / 20)
 
 
 def peer_failure_type(message: str) -> type[PeerFailureError]:
@@ -67,24 +79,39 @@ def raise_in_thread(thread_id: int, error_type: type[BaseException]) -> bool:
     return ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(error_type)) == 1
 
 
-def _error_results() -> frozenset[int]:
-    """The values of a work's result future (``WorkResult``) that mean it failed."""
+def _work_results() -> tuple[int | None, int | None]:
+    """The values (TIMEOUT, COMM_ERROR) of a work's result future (``WorkResult``) that mean it failed."""
     results = getattr(dist.distributed_c10d, "WorkResult", None) or getattr(torch._C._distributed_c10d, "WorkResult",
                                                                               None)
-    return frozenset({int(results.COMM_ERROR), int(results.TIMEOUT)}) if results is not None else frozenset()
+    return (int(results.TIMEOUT), int(results.COMM_ERROR)) if results is not None else (None, None)
 
 
-ERROR_RESULTS = _error_results()
+TIMEOUT_RESULT, COMM_ERROR_RESULT = _work_results()
+ERROR_RESULTS = frozenset(result for result in (TIMEOUT_RESULT, COMM_ERROR_RESULT) if result is not None)
+
+BACKEND_TIMED_OUT = "NCCL's watchdog timed it out and aborted the communicators"
+BACKEND_ERROR = "the backend reported a communication error on it"
+
+
+def backend_failure(work: Any) -> str | None:
+    """Why the backend failed a completed ``work`` (NCCL's ``is_completed`` is true then, while its kernel may
+    still spin): ``BACKEND_TIMED_OUT`` (its own watchdog's timeout, the watch's backstop), ``BACKEND_ERROR``, or None
+    where it did not fail or the backend does not say."""
+    try:
+        result = work.get_future_result()
+        if not result.done():
+            return None
+        value = result.value()
+    except (AttributeError, RuntimeError):  # gloo ("not implemented"), stand-ins
+        return None
+    if value == TIMEOUT_RESULT:
+        return BACKEND_TIMED_OUT
+    return BACKEND_ERROR if value in ERROR_RESULTS else None
 
 
 def completed_with_error(work: Any) -> bool:
-    """Whether a completed ``work`` completed because its backend reported an error (NCCL's ``is_completed`` is
-    also true then, while its kernel may still spin); False where the backend does not say."""
-    try:
-        result = work.get_future_result()
-        return result.done() and result.value() in ERROR_RESULTS
-    except (AttributeError, RuntimeError):  # gloo ("not implemented"), stand-ins
-        return False
+    """Whether a completed ``work`` completed because its backend reported an error or a timeout."""
+    return backend_failure(work) is not None
 
 
 class CollectiveWatch:
@@ -127,7 +154,14 @@ class CollectiveWatch:
     # ------------------------------------------------------------------------------------------- training thread
 
     def check(self) -> None:
-        """Raise the reported failure, if any: nothing is launched on a group the watch has aborted."""
+        """Raise the reported failure, if any: nothing is launched on a group the watch has aborted. Also looks for
+        one itself: a tracked collective past its deadline or failed by the backend is reported here, in the
+        training thread, when the watch's thread has not yet (a training thread that was blocked holding the GIL
+        until NCCL's watchdog released it gets here first)."""
+        if self.failure is None and self.enforce and self._thread is not None:
+            expired = self._expired()
+            if expired is not None:
+                self._fail(*expired, in_training_thread=True)
         if self.failure is not None:
             raise PeerFailureError(self.failure)
 
@@ -170,6 +204,27 @@ class CollectiveWatch:
         """Stop watching (the group is being torn down)."""
         self._stopped.set()
 
+    def settled(self) -> bool:
+        """Whether every collective tracked completed, none failed and none was reported, waiting for those still
+        in flight up to their deadlines: only then may the group be destroyed (NCCL's ``destroy_process_group`` waits
+        for every kernel, a hung one forever)."""
+        while self.failure is None:
+            with self._lock:
+                works = list(self._works)
+            now = time.monotonic()
+            try:
+                pending = [deadline for deadline, _, work in works if not work.is_completed()]
+                if any(backend_failure(work) is not None for _, _, work in works):
+                    return False
+            except Exception:  # noqa: BLE001 - a backend error: not settled
+                return False
+            if not pending:
+                return True
+            if now >= min(pending):
+                return False
+            time.sleep(self._poll_s)
+        return False
+
     # ---------------------------------------------------------------------------------------------- watch thread
 
     def _start(self) -> None:
@@ -194,13 +249,15 @@ class CollectiveWatch:
                 self._sections.clear()
 
     def _expired(self) -> tuple[str, BaseException | str | None] | None:
-        """(what, cause) of the oldest collective past its deadline or failed; None while all are in time."""
+        """(what, cause) of the oldest collective past its deadline or failed; None while all are in time. Called
+        from the watch's thread and from the training thread (``check``)."""
         now = time.monotonic()
         while True:
             with self._lock:
                 if not self._works:
                     break
-                deadline, what, work = self._works[0]
+                head = self._works[0]
+            deadline, what, work = head
             try:
                 completed = work.is_completed()
             except Exception as error:  # noqa: BLE001 - a backend error on the collective is a failure of it
@@ -209,10 +266,12 @@ class CollectiveWatch:
                 if now >= deadline:
                     return what, None
                 break
-            if completed_with_error(work):
-                return what, "the backend reported a communication error on it"
+            failure = backend_failure(work)
+            if failure is not None:
+                return what, failure
             with self._lock:
-                self._works.popleft()
+                if self._works and self._works[0] is head:  # the other thread may have removed it already
+                    self._works.popleft()
         with self._lock:
             late = [(deadline, what) for deadline, what in self._sections.values() if now >= deadline]
         return (min(late)[1], None) if late else None
