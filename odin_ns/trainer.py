@@ -40,14 +40,18 @@ from odin_ns.pipeline import OdinPipelineConfig
 from odin_ns.runtime.records import unit_log, write_unit_log
 
 
-def to_python_scalars(value: Any) -> Any:
-    """``value`` with every numpy scalar inside dicts, lists and tuples replaced by the Python number it holds."""
+def checkpoint_values(value: Any) -> Any:
+    """``value`` as a checkpoint stores it: every numpy scalar inside dicts, lists and tuples replaced by the Python
+    number it holds (loadable with weights_only), every tensor contiguous (the Gaussians and their moments are column
+    views of packed tables while training: saved as views they would drag the whole table along and load strided)."""
     if isinstance(value, np.generic):
         return value.item()
+    if isinstance(value, torch.Tensor):
+        return value.contiguous()
     if isinstance(value, dict):
-        return {key: to_python_scalars(item) for key, item in value.items()}
+        return {key: checkpoint_values(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(to_python_scalars(item) for item in value)
+        return type(value)(checkpoint_values(item) for item in value)
     return value
 
 
@@ -299,9 +303,9 @@ class OdinTrainer(Trainer):
         torch.save(
             {
                 "step": step,
-                "pipeline": self.pipeline.state_dict(),
-                "optimizers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.optimizers.items()}),
-                "schedulers": to_python_scalars({k: v.state_dict() for k, v in self.optimizers.schedulers.items()}),
+                "pipeline": checkpoint_values(dict(self.pipeline.state_dict())),
+                "optimizers": checkpoint_values({k: v.state_dict() for k, v in self.optimizers.optimizers.items()}),
+                "schedulers": checkpoint_values({k: v.state_dict() for k, v in self.optimizers.schedulers.items()}),
                 "scalers": self.grad_scaler.state_dict(),
                 "densification_statistics": statistics,
             },
