@@ -258,10 +258,10 @@ class OdinRuntime:
             updated = bitmap_to_mask(in_flight.update_scope, self.num_rows)
             self._guard.observe(previous.unit_id, updated, bucket_rows_mask(updates, self._exchange.buckets, device))
         self._pending = self._stage(unit_id, staging, visible, trace)
-        if self._next_window_waits_for_everything(unit_id):
+        self._average_dense_gradients(unit_id)
+        if self._next_window_waits_for_everything(unit_id):  # after the dense all-reduce, as every unit's
             trace.record.sync_path = True
             self._publish_pending()
-        self._average_dense_gradients(unit_id)
         return loss
 
     def _next_window_waits_for_everything(self, unit_id: int) -> bool:
@@ -269,7 +269,7 @@ class OdinRuntime:
         then nothing could stay in flight, and publishing now, as sync does, starts the exchange a unit earlier.
         Only timing depends on it: publishing a unit before the next one runs is always exact."""
         updates = self._predictor.read_buckets(unit_id, every_rank=True)
-        return not (updates & ~self._predictor.read_buckets(unit_id + 1, every_rank=False)).any()
+        return not (updates & ~self._predictor.read_buckets(unit_id + 1, every_rank=True)).any()
 
     def _scope(self, visible: torch.Tensor) -> torch.Tensor:
         return scope_of(visible, self.num_rows, next(iter(self._params.values())).device)

@@ -58,11 +58,15 @@ class ReadPredictor(Protocol):
 
 
 class BucketBounds:
-    """Per-bucket bounds computed on the device and copied to the host without waiting, with their age in units.
+    """Per-bucket bounds computed on the device and copied to the host behind the training, with their age in units.
 
     ``compute(params)`` returns float32 [buckets, k] on the device. After ``refresh`` the copy lands in pinned host
-    memory behind a CUDA event; ``latest`` adopts it once the event has completed (``query``: no wait) and
-    otherwise keeps serving the older bounds with their larger age. On the CPU the copy is immediate."""
+    memory behind a CUDA event; the bounds are adopted one publication later (``latest``), on every rank alike, so
+    that decisions made from them agree across ranks (one of them, taking sync's path, changes the order of the
+    collectives). By then the copy has had a unit's time to land: waiting on its event normally costs nothing."""
+
+    ADOPT_AFTER = 1
+    """Publications after which a refresh is adopted."""
 
     def __init__(self, compute: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]):
         self._compute = compute
@@ -72,7 +76,10 @@ class BucketBounds:
         self._pending_age = 0
 
     def refresh(self, params: Mapping[str, torch.Tensor], wait: bool = False) -> None:
-        """Start bounding ``params`` as they are now; ``wait``: adopt the result before returning (a barrier)."""
+        """Start bounding ``params`` as they are now, unless an earlier refresh still awaits adoption; ``wait``:
+        bound them now and adopt the result before returning (a structural barrier)."""
+        if self._pending is not None and not wait:
+            return
         with torch.no_grad():
             values = self._compute(params)
         if values.is_cuda:
@@ -84,8 +91,6 @@ class BucketBounds:
             host, event = values.clone(), None
         self._pending, self._pending_age = (host, event), 0
         if wait:
-            if event is not None:
-                event.synchronize()
             self._adopt()
 
     def tick(self) -> None:
@@ -95,14 +100,16 @@ class BucketBounds:
 
     def latest(self) -> tuple[np.ndarray, int]:
         """(bounds [buckets, k], units published since they were taken)."""
-        if self._pending is not None and (self._pending[1] is None or self._pending[1].query()):
+        if self._pending is not None and self._pending_age >= self.ADOPT_AFTER:
             self._adopt()
         if self._host is None:
             raise RuntimeError("BucketBounds.latest before any refresh: bind the predictor first")
         return self._host, self._age
 
     def _adopt(self) -> None:
-        host, _ = self._pending
+        host, event = self._pending
+        if event is not None:
+            event.synchronize()
         self._host, self._age, self._pending = host.numpy(), self._pending_age, None
 
 
