@@ -17,7 +17,7 @@ from gsplat.cuda._torch_impl import _fully_fused_projection, _quat_scale_to_cova
 from odin_ns.comm.collectives import RowBuckets
 from odin_ns.strategy import morton_order
 from odin_ns.sync.frustum import PIXEL_MARGIN, PinholeView, buckets_in_view, gaussian_bucket_bounds
-from odin_ns.sync.predicted import adam_step_factor
+from odin_ns.sync.predicted import BucketBounds, adam_step_factor
 
 NUM_ROWS = 6000
 ROWS_PER_BUCKET = 64
@@ -130,3 +130,29 @@ def test_adam_step_factor_bounds_real_adam_steps():
     assert largest["worst"] > 0.95 * bound * bias_correction
     with pytest.raises(ValueError, match="beta1\\^2 < beta2"):
         adam_step_factor(0.99, 0.9)
+
+
+def test_bucket_bounds_are_adopted_one_publication_after_they_were_taken():
+    """Every rank adopts a refresh at the same point (one publication later), whatever its copy's timing, a refresh
+    waits for adoption instead of replacing the pending one, and a barrier's refresh is adopted at once."""
+    buckets = RowBuckets(64, 32)
+    params = {"means": torch.zeros(64, 3), "scales": torch.full((64, 3), -3.0)}
+    bounds = BucketBounds(lambda p: gaussian_bucket_bounds(p["means"], p["scales"], buckets))
+    bounds.refresh(params, wait=True)
+    first, age = bounds.latest()
+    assert age == 0 and first[:, 0].max() < 0
+    params["means"] = params["means"] + 1.0  # a publication moves the Gaussians
+    bounds.tick()
+    bounds.refresh(params)
+    assert bounds.latest()[1] == 1 and bounds.latest()[0][:, 0].max() < 0, "adopted before a publication went by"
+    params["means"] = params["means"] + 1.0
+    bounds.tick()
+    bounds.refresh(params)  # skipped: the previous refresh awaits adoption
+    host, age = bounds.latest()
+    assert age == 1 and 0.5 < host[:, 0].min() < 1.5, "the refresh taken after the first move, one publication old"
+    bounds.tick()
+    host, age = bounds.latest()
+    assert age == 2 and 0.5 < host[:, 0].min() < 1.5
+    bounds.refresh(params, wait=True)  # a structural barrier
+    host, age = bounds.latest()
+    assert age == 0 and 1.5 < host[:, 0].min() < 2.5
