@@ -33,7 +33,7 @@ from odin_ns.comm.collectives import consecutive_runs
 from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedUnit, StaleUnitError, check_version
 from odin_ns.runtime.finite import FiniteWatch
 from odin_ns.runtime.optimizer import RowOptimizer
-from odin_ns.runtime.packed import PackedGaussians, pack_gaussians
+from odin_ns.runtime.packed import pack_gaussians
 from odin_ns.runtime.publication import Publication
 from odin_ns.runtime.records import Clock, RuntimeStats, UnitRecord, UnitTrace, WindowRecord, latest
 from odin_ns.runtime.replicas import optimizer_tensors, verify_replicas
@@ -265,9 +265,11 @@ class OdinRuntime:
         return loss
 
     def _next_window_waits_for_everything(self, unit_id: int) -> bool:
-        """Whether unit ``unit_id + 1`` (the plan's next unit) is predicted to read every bucket this unit updates:
-        then nothing could stay in flight, and publishing now, as sync does, starts the exchange a unit earlier.
-        Only timing depends on it: publishing a unit before the next one runs is always exact."""
+        """Whether unit ``unit_id + 1`` (the plan's next unit) is predicted to read, on the ranks together, every
+        bucket this unit updates: then little could stay in flight, and publishing now, as sync does, starts the
+        exchange a unit earlier. Publishing a unit before the next one runs is always exact, but it moves this unit's
+        collectives ahead of whatever collective the trainer issues between units, so every rank must decide alike:
+        the decision reads every rank's views, and bounds adopted alike (``BucketBounds``)."""
         updates = self._predictor.read_buckets(unit_id, every_rank=True)
         return not (updates & ~self._predictor.read_buckets(unit_id + 1, every_rank=True)).any()
 
