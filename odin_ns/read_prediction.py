@@ -64,7 +64,8 @@ class SplatReadPredictor:
         self._pixel_margin = PIXEL_MARGIN * largest_downscale
         self._bounds: BucketBounds | None = None
         self._largest_lrs = (0.0, 0.0)
-        """The largest learning rates since the oldest bounds still in use were taken (schedules move them)."""
+        """The largest learning rates seen since the Gaussians were bound (schedules move them; a bound taken with
+        the largest holds for every step since)."""
 
     def rebind(self, params: Mapping[str, torch.Tensor], buckets: RowBuckets) -> None:
         self._bounds = BucketBounds(lambda p: gaussian_bucket_bounds(p["means"], p["scales"], buckets))

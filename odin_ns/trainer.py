@@ -303,7 +303,7 @@ class OdinTrainer(Trainer):
         torch.save(
             {
                 "step": step,
-                "pipeline": checkpoint_values(dict(self.pipeline.state_dict())),
+                "pipeline": checkpoint_values(self.pipeline.state_dict()),
                 "optimizers": checkpoint_values({k: v.state_dict() for k, v in self.optimizers.optimizers.items()}),
                 "schedulers": checkpoint_values({k: v.state_dict() for k, v in self.optimizers.schedulers.items()}),
                 "scalers": self.grad_scaler.state_dict(),

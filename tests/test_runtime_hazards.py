@@ -186,6 +186,12 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         RuntimeConfig(mode="quality-first", adam="dense")
     with pytest.raises(ValueError, match="bucket_mb must be positive"):
         RuntimeConfig(bucket_mb=0)
+    with pytest.raises(ValueError, match="read_scopes must be one of"):
+        RuntimeConfig(read_scopes="guessed")
+    with pytest.raises(ValueError, match="runs quality-first with the dense exchange, got sync with dense"):
+        RuntimeConfig(mode="sync", read_scopes="predicted")
+    with pytest.raises(ValueError, match="runs quality-first with the dense exchange, got quality-first with scoped"):
+        RuntimeConfig(exchange="scoped", read_scopes="predicted")
     with pytest.raises(ValueError, match="min_buckets"):
         RuntimeConfig(min_buckets=0)
     with pytest.raises(ValueError, match="tau must be within"):
