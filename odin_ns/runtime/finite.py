@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from odin_ns.comm.context import DistContext
+from odin_ns.sync.sightings import FirstSightings
 
 
 class NonFiniteGradientError(RuntimeError):
@@ -21,29 +22,27 @@ class NonFiniteGradientError(RuntimeError):
 
 
 class FiniteWatch:
-    """Per parameter group, the first unit whose gradient on this rank held NaN or Inf (-1: none yet)."""
+    """Per parameter group, the first unit whose gradient on this rank held NaN or Inf."""
 
     def __init__(self, names: Sequence[str], group_of_column: torch.Tensor):
         self.names = list(names)
         self.group_of_column = group_of_column
         """int64 [columns]: the group owning each column of a packed gradient table."""
-        self.first_unit = torch.full((len(self.names),), -1, dtype=torch.int64, device=group_of_column.device)
+        self._sightings = FirstSightings(len(self.names), group_of_column.device)
 
     def observe(self, unit_id: int, gradient_table: torch.Tensor) -> None:
         """Record the groups of ``gradient_table`` [N, columns] that hold a non-finite value (device work only)."""
         bad_columns = (~torch.isfinite(gradient_table)).any(dim=0).to(torch.int64)
-        bad = torch.zeros_like(self.first_unit).index_add_(0, self.group_of_column, bad_columns) > 0
-        self.first_unit = torch.where(bad & (self.first_unit < 0), unit_id, self.first_unit)
+        bad = torch.zeros(len(self.names), dtype=torch.int64, device=bad_columns.device)
+        self._sightings.observe(unit_id, bad.index_add_(0, self.group_of_column, bad_columns) > 0)
 
     def check(self, context: DistContext) -> None:
         """Raise NonFiniteGradientError on every rank if any rank saw a non-finite gradient (collective)."""
-        per_rank = context.gather(self.first_unit, "non-finite gradient check").tolist()
-        sightings = [(unit, rank, self.names[group]) for rank, units in enumerate(per_rank)
-                     for group, unit in enumerate(units) if unit >= 0]
+        sightings = self._sightings.earliest(context, "non-finite gradient check")
         if not sightings:
             return
-        unit, rank, _ = min(sightings)
-        groups = sorted({name for first, where, name in sightings if (first, where) == (unit, rank)})
+        unit, rank, _ = sightings[0]
+        groups = sorted(self.names[group] for _, _, group in sightings)
         raise NonFiniteGradientError(
             f"non-finite gradient (NaN or Inf) in parameter group(s) {groups} on rank {rank} at step {unit}: "
             "training stops before it spreads into a checkpoint (the last one written is intact)"

@@ -26,6 +26,7 @@ import torch
 
 from odin_ns.comm.collectives import RowBuckets
 from odin_ns.comm.context import DistContext
+from odin_ns.sync.sightings import FirstSightings
 
 
 class ScopeMispredictionError(RuntimeError):
@@ -133,22 +134,20 @@ def bucket_rows_mask(buckets_selected: np.ndarray, buckets: RowBuckets, device: 
 
 
 class ScopeGuard:
-    """The first unit whose rows escaped its predicted buckets on this rank (-1: none yet), kept on the device."""
+    """The first unit whose rows escaped its predicted buckets on this rank, kept on the device."""
 
     def __init__(self, device: torch.device):
-        self.first_unit = torch.full((), -1, dtype=torch.int64, device=device)
+        self._sightings = FirstSightings(1, device)
 
     def observe(self, unit_id: int, rows: torch.Tensor, predicted_rows: torch.Tensor) -> None:
         """Record unit ``unit_id`` if a row of bool ``rows`` [N] lies outside bool ``predicted_rows`` [N]."""
-        escaped = (rows & ~predicted_rows).any()
-        self.first_unit = torch.where(escaped & (self.first_unit < 0), unit_id, self.first_unit)
+        self._sightings.observe(unit_id, (rows & ~predicted_rows).any().reshape(1))
 
     def check(self, context: DistContext) -> None:
         """Raise ScopeMispredictionError on every rank if some rank recorded an escape (collective)."""
-        per_rank = context.gather(self.first_unit.reshape(1), "predicted scope check").reshape(-1).tolist()
-        escapes = [(unit, rank) for rank, unit in enumerate(per_rank) if unit >= 0]
-        if escapes:
-            unit, rank = min(escapes)
+        sightings = self._sightings.earliest(context, "predicted scope check")
+        if sightings:
+            unit, rank, _ = sightings[0]
             raise ScopeMispredictionError(
                 f"unit {unit} on rank {rank} read or updated a row outside its predicted buckets: the predicted read "
                 "scopes are not conservative, so quality-first may have read a stale row (train with "

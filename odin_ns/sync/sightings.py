@@ -1,0 +1,31 @@
+"""First sightings kept on the device: per watched item, the first unit in which this rank saw it happen.
+
+What a watch on every unit needs (a NaN in a gradient, a row outside its predicted scope) without a host read per
+unit: the flag is folded into a device tensor, and the ranks' records are gathered and read only where all ranks
+meet (logging steps, barriers), where every rank then sees the same earliest sighting.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from odin_ns.comm.context import DistContext
+
+
+class FirstSightings:
+    """int64 [items] on the device: the first unit each item was seen in on this rank (-1: never)."""
+
+    def __init__(self, items: int, device: torch.device):
+        self.first_unit = torch.full((items,), -1, dtype=torch.int64, device=device)
+
+    def observe(self, unit_id: int, seen: torch.Tensor) -> None:
+        """Record unit ``unit_id`` for the items of bool ``seen`` [items] not seen before (device work only)."""
+        self.first_unit = torch.where(seen & (self.first_unit < 0), unit_id, self.first_unit)
+
+    def earliest(self, context: DistContext, what: str) -> list[tuple[int, int, int]]:
+        """(unit, rank, item) of the earliest unit any rank saw something in, one entry per item that rank saw then,
+        identical on every rank; empty if nothing was seen (collective)."""
+        per_rank = context.gather(self.first_unit, what).tolist()
+        sightings = sorted((unit, rank, item) for rank, units in enumerate(per_rank)
+                           for item, unit in enumerate(units) if unit >= 0)
+        return [sighting for sighting in sightings if sighting[:2] == sightings[0][:2]]
