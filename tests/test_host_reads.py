@@ -76,8 +76,16 @@ def rasterizer_not_counted(counter: HostReadCounter):
 
 
 @pytest.mark.slow
-def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path: Path):
-    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", warmup_length=10_000)  # no refine in these steps
+@pytest.mark.parametrize(
+    "runtime_options",
+    [{}, {"mode": "quality-first", "read_scopes": "predicted"}],
+    ids=["sync", "quality-first-predicted"],
+)
+def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path: Path, runtime_options):
+    """Predicted read scopes decide a window on the host from the plan and host-side bounds: nothing of it is read
+    back from the device in the step (the bounds arrive by an asynchronous copy, adopted a publication later)."""
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", runtime_options=runtime_options,
+                                 warmup_length=10_000)  # no refine in these steps
     for step in range(1, 6):
         run_step(trainer, step)
     step_counters = {

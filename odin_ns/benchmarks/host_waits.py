@@ -16,7 +16,8 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Tuple
+from types import MappingProxyType
+from typing import Any, Mapping, Tuple
 
 import torch
 import tyro
@@ -25,8 +26,16 @@ from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from odin_ns.method_configs import odin_splatfacto
 
 
-def in_process_trainer(data: Path, output_dir: Path, device_type: str, views_per_rank: int = 1, **model_options):
-    """An OdinTrainer set up in this process (one rank, no viewer, no periodic evaluation or saving)."""
+def in_process_trainer(
+    data: Path,
+    output_dir: Path,
+    device_type: str,
+    views_per_rank: int = 1,
+    runtime_options: Mapping[str, Any] = MappingProxyType({}),
+    **model_options,
+):
+    """An OdinTrainer set up in this process (one rank, no viewer, no periodic evaluation or saving);
+    ``runtime_options`` set fields of ``--pipeline.odin`` (the runtime's configuration), ``model_options`` the model's."""
     config = copy.deepcopy(odin_splatfacto.config)
     config.data = config.pipeline.datamanager.data = Path(data)
     config.output_dir = Path(output_dir)
@@ -36,6 +45,8 @@ def in_process_trainer(data: Path, output_dir: Path, device_type: str, views_per
     for name, value in model_options.items():
         setattr(config.pipeline.model, name, value)
     config.pipeline.datamanager.views_per_rank = views_per_rank
+    for name, value in runtime_options.items():
+        setattr(config.pipeline.odin, name, value)
     config.logging.steps_per_log = 1000
     config.steps_per_eval_image = config.steps_per_eval_all_images = config.steps_per_save = 1_000_000
     config.set_timestamp()

@@ -102,15 +102,18 @@ def naming_peer_failures(what: str, timeout: timedelta, watch: CollectiveWatch |
 
 
 def wait_for(work: dist.Work, what: str, timeout: timedelta, watch: CollectiveWatch | None = None) -> None:
-    """Block the host until ``work`` completes; PeerFailureError naming ``what`` if a peer dies or time runs out.
+    """Make the current stream wait for ``work``; PeerFailureError naming ``what`` if a peer dies or time runs out.
 
-    With a watch that enforces the deadline (NCCL), the watch reports; the wait itself is bounded by the group's
-    longer watchdog timeout only as a backstop.
+    gloo enforces ``timeout`` in the wait itself, so the host blocks until the work completes. On NCCL (a watch that
+    enforces the deadline) the host goes on: given a timeout, NCCL's wait blocks the host, polling the work every
+    millisecond, and every collective waited for that way would tie this host to the slowest peer (the next host
+    read, if any, waits for the stream anyway). The watch tracks the deadline from its own thread instead, backed by
+    NCCL's watchdog (``odin_ns.comm.watch``); a barrier's work still blocks the host, as barriers must.
     """
     with naming_peer_failures(what, timeout, watch):
         if watch is not None and watch.enforce:
             watch.track(work, what)
-            work.wait(timeout=watch.backstop)
+            work.wait()
         else:
             work.wait(timeout=timeout)
 

@@ -192,11 +192,6 @@ class CollectiveWatch:
             with self._lock:
                 self._sections.pop(key, None)
 
-    @property
-    def backstop(self) -> timedelta:
-        """The bound of a host wait the watch also covers (the group's watchdog timeout)."""
-        return watchdog_timeout(self.timeout)
-
     def message(self, what: str, cause: BaseException | str | None = None) -> str:
         return peer_failure_message(what, self.timeout, self.rank, self.step, cause)
 
