@@ -169,6 +169,11 @@ class OdinPipeline(VanillaPipeline):
         if self.runtime is None:
             self._start_from_rank0_gaussians()
             config = self.config.odin
+            if config.read_scopes == "predicted" and self.model.config.camera_optimizer.mode != "off":
+                raise ValueError(
+                    "--pipeline.odin.read-scopes predicted needs fixed camera poses: set "
+                    "--pipeline.model.camera-optimizer.mode off, or use --pipeline.odin.read-scopes measured"
+                )
             if self.context.world_size == 1 and config.overlapped:
                 CONSOLE.log(f"one rank: nothing to overlap, {config.mode} runs as sync")
                 config = dataclasses.replace(config, mode="sync", read_scopes="measured")
@@ -189,11 +194,6 @@ class OdinPipeline(VanillaPipeline):
 
     def _read_predictor(self, optimizers: Optimizers) -> SplatReadPredictor:
         """Predicted read scopes from the plan and the training cameras, which must stay where they are."""
-        if self.model.config.camera_optimizer.mode != "off":
-            raise ValueError(
-                "--pipeline.odin.read-scopes predicted needs fixed camera poses: set "
-                "--pipeline.model.camera-optimizer.mode off, or use --pipeline.odin.read-scopes measured"
-            )
         self.datamanager.cached_train  # sets train_cameras: the (undistorted) cameras training renders with
         means, scales = (optimizers.optimizers[name].param_groups[0] for name in ("means", "scales"))
         return SplatReadPredictor(

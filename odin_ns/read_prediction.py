@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import torch
 from nerfstudio.cameras.cameras import Cameras
-from nerfstudio.models.splatfacto import get_viewmat
 
 from odin_ns.comm.collectives import RowBuckets
 from odin_ns.sync.frustum import PIXEL_MARGIN, PinholeView, buckets_in_view, gaussian_bucket_bounds
@@ -30,13 +29,22 @@ previous unit's rows published after it ran."""
 
 
 def pinhole_views(cameras: Cameras) -> list[PinholeView]:
-    """Each training camera as the host-side ``PinholeView`` gsplat projects with (full resolution)."""
-    viewmats = get_viewmat(cameras.camera_to_worlds.cpu()).double().numpy()
+    """Each training camera as the host-side ``PinholeView`` gsplat projects with (full resolution).
+
+    The world-to-camera transform is nerfstudio's ``get_viewmat`` (OpenGL axes to OpenCV's, then the rigid inverse)
+    in numpy: that function is compiled with torch.compile, and compiling it for CPU tensors costs seconds at start-up
+    for a few 3x4 matrices."""
+    camera_to_worlds = cameras.camera_to_worlds.detach().cpu().double().numpy()
+    rotations = camera_to_worlds[:, :3, :3] * np.array([1.0, -1.0, -1.0])  # flip y and z, as get_viewmat does
+    inverse_rotations = rotations.transpose(0, 2, 1)
+    translations = -np.einsum("nij,nj->ni", inverse_rotations, camera_to_worlds[:, :3, 3])
     intrinsics = [getattr(cameras, name)[:, 0].double().tolist() for name in ("fx", "fy", "cx", "cy")]
     sizes = (cameras.width[:, 0].tolist(), cameras.height[:, 0].tolist())
     return [
-        PinholeView(viewmat[:3, :3], viewmat[:3, 3], fx, fy, cx, cy, int(width), int(height))
-        for viewmat, fx, fy, cx, cy, width, height in zip(viewmats, *intrinsics, *sizes)
+        PinholeView(rotation, translation, fx, fy, cx, cy, int(width), int(height))
+        for rotation, translation, fx, fy, cx, cy, width, height in zip(
+            inverse_rotations, translations, *intrinsics, *sizes
+        )
     ]
 
 

@@ -156,3 +156,4 @@ def test_bucket_bounds_are_adopted_one_publication_after_they_were_taken():
     bounds.refresh(params, wait=True)  # a structural barrier
     host, age = bounds.latest()
     assert age == 0 and 1.5 < host[:, 0].min() < 2.5
+

@@ -11,46 +11,15 @@ reads of the optimizers' step counters, which torch keeps on the host by design.
 
 from __future__ import annotations
 
-from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import odin_ns.model
+from host_read_counter import HostReadCounter
 from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
-
-HOST_READS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique2",
-              "aten::unique_dim", "aten::equal", "aten::is_nonzero", "aten::unique_consecutive"}
-"""Operators whose result the host must read from the device (``item``/``tolist``/``bool`` dispatch
-``_local_scalar_dense``)."""
-
-
-class HostReadCounter(TorchDispatchMode):
-    """Counts host-reading operators, with where they were called from."""
-
-    def __init__(self, excluded_scalars: set[int]):
-        super().__init__()
-        self.excluded_scalars = excluded_scalars
-        self.paused = False
-        self.reads: Counter = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func._schema.name
-        boolean_index = name == "aten::index" and any(
-            isinstance(index, torch.Tensor) and index.dtype == torch.bool for index in (args[1] or ())
-        )
-        excluded = name == "aten::_local_scalar_dense" and args[0].data_ptr() in self.excluded_scalars
-        if not self.paused and (name in HOST_READS or boolean_index) and not excluded:
-            import traceback
-
-            frames = [f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} {frame.name}"
-                      for frame in traceback.extract_stack()[:-1] if "torch/" not in frame.filename]
-            self.reads[(name, " <- ".join(reversed(frames[-3:])))] += 1
-        return func(*args, **(kwargs or {}))
-
 
 @contextmanager
 def rasterizer_not_counted(counter: HostReadCounter):
@@ -76,16 +45,8 @@ def rasterizer_not_counted(counter: HostReadCounter):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "runtime_options",
-    [{}, {"mode": "quality-first", "read_scopes": "predicted"}],
-    ids=["sync", "quality-first-predicted"],
-)
-def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path: Path, runtime_options):
-    """Predicted read scopes decide a window on the host from the plan and host-side bounds: nothing of it is read
-    back from the device in the step (the bounds arrive by an asynchronous copy, adopted a publication later)."""
-    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", runtime_options=runtime_options,
-                                 warmup_length=10_000)  # no refine in these steps
+def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path: Path):
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", warmup_length=10_000)  # no refine in these steps
     for step in range(1, 6):
         run_step(trainer, step)
     step_counters = {

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from host_read_counter import HostReadCounter
 from runtime_toy import (
     GRID,
     LEARNING_RATES,
@@ -162,6 +163,42 @@ class FirstBucketOnly(ToyReadPredictor):
         return hit
 
 
+def host_reads_of_predicted_windows(rank: int) -> tuple[list[str], list]:
+    """Quality-first with predicted scopes over APART, counting the runtime's own host reads (the units' compute and
+    read-scope functions are the model's, not counted) from the third unit on: a window is decided from the plan and
+    host-side bounds, so none should be read from the device. Reads of the optimizers' step counters are not counted:
+    torch keeps them on the host."""
+    model = ToyModel(cell_sorted(initial_params()), PREDICTED_LEARNING_RATES)
+    predictor = ToyReadPredictor(APART, rank, PREDICTED_LEARNING_RATES["means"])
+    runtime = make_runtime(model, mode="quality-first", min_buckets=PREDICTED_BUCKETS, read_scopes="predicted",
+                           predictor=predictor)
+    counter = HostReadCounter(set())  # the optimizers' step counters: torch keeps them on the host
+
+    def not_counted(function):
+        def call(*args):
+            counter.paused = True
+            try:
+                return function(*args)
+            finally:
+                counter.paused = False
+
+        return call
+
+    for unit, views in enumerate(APART[:12]):
+        compute_fn, visible_fn = unit_functions(views[rank])
+        if unit < 2:
+            runtime.run_unit(unit, compute_fn, visible_fn)
+            continue
+        counter.excluded_scalars = {
+            state["step"].data_ptr() for optimizer in model.optimizers.values() for state in optimizer.state.values()
+        }
+        with counter:
+            runtime.run_unit(unit, not_counted(compute_fn), not_counted(visible_fn))
+    runtime.drain()
+    reads = [f"{count} x {name} at {where}" for (name, where), count in counter.reads.most_common()]
+    return reads, [record.to_json() for record in runtime.stats.take()]
+
+
 def misprediction_error(rank: int) -> str:
     try:
         train_predicted(rank, "quality-first", APART[:6], predictor=FirstBucketOnly(APART[:6], rank, 0.001))
@@ -212,6 +249,7 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
     for mode in ("sync", "quality-first"):
         results[f"predicted-conflicting/{mode}"] = train_predicted(rank, mode, SAME_CELL)
     results["mispredicted"] = misprediction_error(rank)
+    results["predicted-host-reads"] = host_reads_of_predicted_windows(rank)
     results["stale"] = stale_publication_error(rank)
     results["nan"] = nan_on_one_rank_error(rank)
     torch.save(results, out_dir / f"rank{rank}.pt")
@@ -302,6 +340,15 @@ def test_units_predicted_to_conflict_entirely_take_syncs_path(results):
         records = records_of(run)
         assert all(record.window is None for record in records)
         assert all(record.sync_path for record in records[:-1])
+
+
+def test_a_window_decided_from_predicted_scopes_reads_nothing_from_the_device(results):
+    for rank_results in results:
+        reads, records = rank_results["predicted-host-reads"]
+        windows = [UnitRecord.from_json(record).window for record in records[2:]]
+        assert any(window is not None and window.buckets_published_first < window.buckets_with_updates
+                   for window in windows), "no window left buckets in flight: nothing was tested"
+        assert not reads, "host reads in the runtime's steps:\n" + "\n".join(reads)
 
 
 def test_a_prediction_that_misses_rows_stops_every_rank(results):
