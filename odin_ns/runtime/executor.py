@@ -232,31 +232,37 @@ class OdinRuntime:
         """quality-first decided ahead: wait only for the buckets of the staged unit that both units' predicted
         scopes touch, compute, publish the rest; guard this unit's rows against its prediction."""
         previous, self._pending = self._pending, None
+        if previous is None:  # nothing in flight (the previous unit took sync's path): nothing stale to read or guard
+            loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
+            return self._finish_predicted(unit_id, staging, visible, trace, loss)
         reads = self._predictor.read_buckets(unit_id, every_rank=False)
-        in_flight = None
-        if previous is not None:
-            check_version(previous, self.structure_version)
-            in_flight = self._exchange.launch(previous, read_scope=None)
-            self._exchange.read_scopes(in_flight)  # the update scope, on the device: publication selects by it
-            updates = self._predictor.read_buckets(previous.unit_id, every_rank=True)
-            first = [int(bucket) for bucket in np.flatnonzero(reads & updates)]
-            for run in consecutive_runs(first):
-                self._publish_run(in_flight, run)
-            ranges = self._exchange.buckets.ranges
-            trace.record.window = WindowRecord(
-                conflict_rows=sum(ranges[b][1] - ranges[b][0] for b in first),
-                buckets=len(ranges),
-                buckets_with_updates=int(updates.sum()),
-                buckets_published_first=len(first),
-                predicted=True,
-            )
-        loss, visible, staging = self._compute(compute_fn, trace, "compute_s", in_flight.buffers() if in_flight else ())
+        check_version(previous, self.structure_version)
+        in_flight = self._exchange.launch(previous, read_scope=None)
+        self._exchange.read_scopes(in_flight)  # the update scope, on the device: publication selects by it
+        updates = self._predictor.read_buckets(previous.unit_id, every_rank=True)
+        first = [int(bucket) for bucket in np.flatnonzero(reads & updates)]
+        for run in consecutive_runs(first):
+            self._publish_run(in_flight, run)
+        ranges = self._exchange.buckets.ranges
+        trace.record.window = WindowRecord(
+            conflict_rows=sum(ranges[b][1] - ranges[b][0] for b in first),
+            buckets=len(ranges),
+            buckets_with_updates=int(updates.sum()),
+            buckets_published_first=len(first),
+            predicted=True,
+        )
+        loss, visible, staging = self._compute(compute_fn, trace, "compute_s", in_flight.buffers())
+        self._publish_all(in_flight)
         device = visible.device
+        updated = bitmap_to_mask(in_flight.update_scope, self.num_rows)
+        self._guard.observe(previous.unit_id, updated, bucket_rows_mask(updates, self._exchange.buckets, device))
         self._guard.observe(unit_id, visible, bucket_rows_mask(reads, self._exchange.buckets, device))
-        if in_flight is not None:
-            self._publish_all(in_flight)
-            updated = bitmap_to_mask(in_flight.update_scope, self.num_rows)
-            self._guard.observe(previous.unit_id, updated, bucket_rows_mask(updates, self._exchange.buckets, device))
+        return self._finish_predicted(unit_id, staging, visible, trace, loss)
+
+    def _finish_predicted(
+        self, unit_id: int, staging: torch.Tensor, visible: torch.Tensor, trace: UnitTrace, loss: torch.Tensor
+    ) -> torch.Tensor:
+        """Stage the unit; publish it at once, as sync does, where the plan's next unit would wait for all of it."""
         self._pending = self._stage(unit_id, staging, visible, trace)
         self._average_dense_gradients(unit_id)
         if self._next_window_waits_for_everything(unit_id):  # after the dense all-reduce, as every unit's
