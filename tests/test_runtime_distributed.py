@@ -30,11 +30,13 @@ from runtime_toy import (
     visible_rows,
 )
 
+from odin_ns.runtime.exchange import GradientExchange, StagedUnit
 from odin_ns.runtime.executor import StaleUnitError
 from odin_ns.runtime.finite import NonFiniteGradientError
-from odin_ns.runtime.records import UnitRecord, summarize
+from odin_ns.runtime.records import Clock, UnitRecord, UnitTrace, summarize
 from odin_ns.structural_barrier import DrainingBarrier
 from odin_ns.sync.predicted import ScopeMispredictionError
+from odin_ns.sync.scopes import scope_of
 
 WORLD_SIZE = 2
 DISJOINT = [[cell_view((2 * unit + rank) % GRID**2) for rank in range(WORLD_SIZE)] for unit in range(60)]
@@ -199,6 +201,26 @@ def host_reads_of_predicted_windows(rank: int) -> tuple[list[str], list]:
     return reads, [record.to_json() for record in runtime.stats.take()]
 
 
+FIRST_BUCKETS = [5, 2]
+
+
+def bucket_launch_order(rank: int) -> list[int]:
+    """The order in which a dense exchange launches its buckets when a unit waits for FIRST_BUCKETS, and whether
+    each bucket still arrives averaged."""
+    model = ToyModel(initial_params())
+    runtime = make_runtime(model, mode="quality-first", min_buckets=PREDICTED_BUCKETS)
+    exchange = GradientExchange(runtime.config, runtime.context, Clock(runtime.context.device))
+    exchange.plan(runtime.packed.params)
+    table = torch.full_like(runtime.packed.params, float(rank + 1))
+    visible = scope_of(torch.zeros(NUM_ROWS, dtype=torch.bool, device=table.device), NUM_ROWS, table.device)
+    staged = StagedUnit(0, 0, table, {}, visible, UnitTrace(UnitRecord(0, "quality-first", 0)), ())
+    in_flight = exchange.launch(staged, read_scope=None, first_buckets=FIRST_BUCKETS)
+    order = list(in_flight.buckets)
+    exchange.arrive(in_flight, range(len(exchange.buckets.ranges)))
+    assert torch.equal(table, torch.full_like(table, 1.5)), "a bucket launched out of row order was not averaged"
+    return order
+
+
 def misprediction_error(rank: int) -> str:
     try:
         train_predicted(rank, "quality-first", APART[:6], predictor=FirstBucketOnly(APART[:6], rank, 0.001))
@@ -250,6 +272,7 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
         results[f"predicted-conflicting/{mode}"] = train_predicted(rank, mode, SAME_CELL)
     results["mispredicted"] = misprediction_error(rank)
     results["predicted-host-reads"] = host_reads_of_predicted_windows(rank)
+    results["launch-order"] = bucket_launch_order(rank)
     results["stale"] = stale_publication_error(rank)
     results["nan"] = nan_on_one_rank_error(rank)
     torch.save(results, out_dir / f"rank{rank}.pt")
@@ -349,6 +372,13 @@ def test_a_window_decided_from_predicted_scopes_reads_nothing_from_the_device(re
         assert any(window is not None and window.buckets_published_first < window.buckets_with_updates
                    for window in windows), "no window left buckets in flight: nothing was tested"
         assert not reads, "host reads in the runtime's steps:\n" + "\n".join(reads)
+
+
+def test_buckets_a_unit_waits_for_are_launched_first(results):
+    """A stream completes collectives in launch order: a unit waiting for buckets 5 and 2 should not wait for 0-4."""
+    for rank_results in results:
+        order = rank_results["launch-order"]
+        assert order[:2] == FIRST_BUCKETS and order[2:] == sorted(order[2:]) and sorted(order) == list(range(len(order)))
 
 
 def test_a_prediction_that_misses_rows_stops_every_rank(results):

@@ -111,10 +111,16 @@ class GradientExchange:
         return measured_windows or self.config.exchange != "dense"
 
     def launch(
-        self, staged: StagedUnit, read_scope: torch.Tensor | None, maxima: torch.Tensor | None = None
+        self,
+        staged: StagedUnit,
+        read_scope: torch.Tensor | None,
+        maxima: torch.Tensor | None = None,
+        first_buckets: Sequence[int] = (),
     ) -> InFlightExchange:
         """Gather the scopes of ``staged`` (and of the unit waiting on it) and, for a dense exchange, launch every
-        bucket."""
+        bucket: ``first_buckets`` first, then the others in row order. The buckets of one stream complete in launch
+        order, so a unit that waits for a few buckets should have them launched first; every rank must give the
+        same ``first_buckets`` (collectives must match across ranks)."""
         scopes = torch.stack([staged.visible, read_scope if read_scope is not None else torch.zeros_like(staged.visible)])
         if maxima is not None:
             scopes = torch.cat([scopes, maxima.view(torch.int32)])
@@ -122,7 +128,7 @@ class GradientExchange:
         in_flight = InFlightExchange(staged, gathered)
         staged.trace.record.bytes_exchanged += gathered.payload_bytes
         if self.config.exchange == "dense":
-            self._launch_buckets(in_flight, scoped_indices=None)
+            self._launch_buckets(in_flight, scoped_indices=None, first_buckets=first_buckets)
         return in_flight
 
     def read_scopes(self, in_flight: InFlightExchange) -> None:
@@ -175,10 +181,15 @@ class GradientExchange:
         return output
 
     def _launch_buckets(
-        self, in_flight: InFlightExchange, scoped_indices: torch.Tensor | None, rows_per_bucket: Iterable[int] = ()
+        self,
+        in_flight: InFlightExchange,
+        scoped_indices: torch.Tensor | None,
+        rows_per_bucket: Iterable[int] = (),
+        first_buckets: Sequence[int] = (),
     ) -> None:
         """Pack the exchanged rows once (all rows, or the update scope's ``scoped_indices`` with ``rows_per_bucket``
-        of them in each bucket) and all-reduce each bucket's slice of the packed buffer in place."""
+        of them in each bucket) and all-reduce each bucket's slice of the packed buffer in place, ``first_buckets``
+        first."""
         staged = in_flight.staged
         if self.context.world_size == 1:
             staged.trace.record.exchange = "local"
@@ -194,7 +205,10 @@ class GradientExchange:
             in_flight.packed_offsets = [0, *itertools.accumulate(rows_per_bucket)]
             in_flight.scoped_indices = scoped_indices
         offsets = in_flight.packed_offsets
-        for bucket, (lo, hi) in enumerate(self.buckets.ranges):
+        ranges = self.buckets.ranges
+        first = list(dict.fromkeys(int(bucket) for bucket in first_buckets))
+        for bucket in [*first, *sorted(set(range(len(ranges))) - set(first))]:
+            lo, hi = ranges[bucket]
             if offsets[bucket] == offsets[bucket + 1]:
                 continue
             collective = self.context.all_reduce_sum_async(

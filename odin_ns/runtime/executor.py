@@ -229,17 +229,19 @@ class OdinRuntime:
         return in_flight
 
     def _run_predicted(self, unit_id: int, compute_fn: ComputeFn, trace: UnitTrace) -> torch.Tensor:
-        """quality-first decided ahead: wait only for the buckets of the staged unit that both units' predicted
-        scopes touch, compute, publish the rest; guard this unit's rows against its prediction."""
+        """quality-first decided ahead: launch the staged unit's buckets that some rank's next views read first,
+        wait only for those this rank's views read, compute, publish the rest; guard the rows of both units against
+        their predictions."""
         previous, self._pending = self._pending, None
         if previous is None:  # nothing in flight (the previous unit took sync's path): nothing stale to read or guard
             loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
             return self._finish_predicted(unit_id, staging, visible, trace, loss)
-        reads = self._predictor.read_buckets(unit_id, every_rank=False)
         check_version(previous, self.structure_version)
-        in_flight = self._exchange.launch(previous, read_scope=None)
-        self._exchange.read_scopes(in_flight)  # the update scope, on the device: publication selects by it
         updates = self._predictor.read_buckets(previous.unit_id, every_rank=True)
+        waited_for_somewhere = updates & self._predictor.read_buckets(unit_id, every_rank=True)  # alike on all ranks
+        in_flight = self._exchange.launch(previous, read_scope=None, first_buckets=np.flatnonzero(waited_for_somewhere))
+        self._exchange.read_scopes(in_flight)  # the update scope, on the device: publication selects by it
+        reads = self._predictor.read_buckets(unit_id, every_rank=False)
         first = [int(bucket) for bucket in np.flatnonzero(reads & updates)]
         for run in consecutive_runs(first):
             self._publish_run(in_flight, run)
