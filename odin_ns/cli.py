@@ -17,6 +17,7 @@ def subcommands() -> Dict[str, Type]:
     from odin_ns.benchmarks.host_waits import HostWaitsCommand
     from odin_ns.benchmarks.kernels_bench import KernelsBenchCommand
     from odin_ns.benchmarks.memory_soak import MemorySoakCommand
+    from odin_ns.benchmarks.prediction_reach import PredictionReachCommand
     from odin_ns.benchmarks.timeline import TimelineCommand
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
@@ -25,7 +26,8 @@ def subcommands() -> Dict[str, Type]:
 
     return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "export": ExportCommand, "bench": BenchCommand,
             "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand,
-            "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand, "simulate": SimulateCommand}
+            "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand, "simulate": SimulateCommand,
+            "prediction-reach": PredictionReachCommand}
 
 
 def entrypoint() -> None:
