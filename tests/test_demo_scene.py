@@ -3,6 +3,7 @@ and view locality, generated deterministically and never over an existing direct
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -216,3 +217,15 @@ def test_larger_preset_builds_a_million_gaussians_and_hundreds_of_views():
     assert cameras.world_to_cameras.shape == (LARGER_DEMO_SCENE.num_views, 4, 4) and LARGER_DEMO_SCENE.num_views >= 200
     assert (LARGER_DEMO_SCENE.width, LARGER_DEMO_SCENE.height) == (1280, 720)
     assert cameras.intrinsics[0, 2] == 640 and cameras.intrinsics[1, 2] == 360
+
+
+def test_dense_regions_hold_factor_times_the_gaussians_and_the_rest_is_unchanged():
+    base = DemoSceneOptions(num_regions=4, gaussians_per_region=100, ground_gaussians_per_region=10)
+    uneven = build_scene_gaussians(dataclasses.replace(base, dense_region_factor=3))
+    per_region = np.bincount(uneven.region_ids[~uneven.is_ground], minlength=4)
+    assert per_region.tolist() == [300, 100, 300, 100]
+    assert len(uneven.means) == 800 + 40 and uneven.is_ground.sum() == 40
+    even = build_scene_gaussians(base)
+    assert np.bincount(even.region_ids[~even.is_ground]).tolist() == [100] * 4
+    with pytest.raises(ValueError, match="dense_region_factor must be at least 1"):
+        DemoSceneOptions(dense_region_factor=0)

@@ -279,3 +279,38 @@ def test_a_datamanager_serves_several_views_per_rank_as_one_batch(cup77):
     for index, view in enumerate(views):
         assert torch.equal(data["image"][index], manager.cached_train[view]["image"])
         assert torch.equal(cameras.camera_to_worlds[index], manager.train_cameras.camera_to_worlds[view])
+
+
+@pytest.mark.parametrize(("world_size", "views_per_rank"), [(2, 1), (4, 1), (2, 2), (3, 1)])
+def test_alternating_cost_order_puts_every_rank_out_of_phase_with_its_neighbour(world_size, views_per_rank):
+    """Rank r renders costly views at steps t with t + r even and cheap ones otherwise; each epoch visits every view at
+    most once; consecutive units come from different regions where the pools allow."""
+    costs = np.where(np.arange(64) % 2 == 0, 1.0, 0.1)  # half the views costly, spread along the strip
+    plan = strip_plan(64, world_size, views_per_rank, view_costs=costs, order="alternating-cost", num_regions=4)
+    costly = costs > np.median(costs)
+    units = plan.epoch_units(0)
+    flat = units.reshape(-1)
+    assert len(set(flat.tolist())) == len(flat) == 64 - 64 % (world_size * views_per_rank)
+    per_rank = costly[units.reshape(len(units), world_size, views_per_rank)]
+    wanted = (np.arange(len(units))[:, None] + np.arange(world_size)[None]) % 2 == 0
+    matches = np.where(wanted, per_rank.all(axis=2), (~per_rank).all(axis=2))
+    assert matches.mean() >= 0.9  # a class may run out near the end of an epoch
+    labels = plan.partition.labels
+    shared = [bool(set(labels[a]) & set(labels[b])) for a, b in zip(units[:-1], units[1:])]
+    assert np.mean(shared) < 0.25
+    plan_rlg = strip_plan(64, world_size, views_per_rank, view_costs=costs, num_regions=4)
+    assert plan.summary()["rank_imbalance"] > plan_rlg.summary()["rank_imbalance"]
+
+
+def test_alternating_cost_order_needs_view_costs():
+    with pytest.raises(ValueError, match="alternating-cost order needs each view's render cost"):
+        strip_plan(30, 2, order="alternating-cost")
+
+
+def test_a_datamanager_in_alternating_cost_order_keeps_the_view_costs(cup77):
+    """The order needs each view's render cost: the datamanager estimates it from the seed points and keeps it."""
+    plan = cup77_datamanager(cup77, 0, 2, order="alternating-cost").plan
+    assert plan.order == "alternating-cost" and plan.view_costs is not None
+    costly = plan.view_costs > np.median(plan.view_costs)
+    units = plan.epoch_units(0)
+    assert (costly[units[:, 0]] != costly[units[:, 1]]).mean() > 0.9

@@ -54,7 +54,9 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
 
     _target: Type = field(default_factory=lambda: OdinDataManager)
     order: Order = "rlg"
-    """rlg: consecutive steps rotate through weakly coupled regions of the RLG; random: plain shuffle (baseline)."""
+    """rlg: consecutive steps rotate through weakly coupled regions of the RLG; random: plain shuffle (baseline);
+    alternating-cost: a benchmark workload, every rank alternating between costly and cheap views out of phase with
+    its neighbours, consecutive steps from different regions (what overlap can hide and sync cannot)."""
     views_per_rank: int = 1
     """Views each rank renders per step, in one rasterizer call (global batch B = world size x views per rank;
     ``odin_ns.batch`` scales learning rates, eps, betas and schedules for it). The training images must share one
@@ -121,7 +123,7 @@ class OdinDataManager(FullImageDatamanager):
                 seed=config.train_cameras_sampling_seed,
                 top_k=config.top_k,
                 max_track_length=config.max_track_length,
-                estimate_costs=config.balance_ranks,
+                estimate_costs=config.balance_ranks or config.order == "alternating-cost",
             )
             seconds = plan.settings["aot_seconds"]
             CONSOLE.log(
@@ -129,7 +131,7 @@ class OdinDataManager(FullImageDatamanager):
                 f"{seconds['observations']:.2f}, graph {seconds['graph']:.2f}, view costs {seconds['costs']:.2f}, "
                 f"partition {seconds['partition']:.2f}, order {seconds['order']:.2f}"
             )
-        if not config.balance_ranks:
+        if not config.balance_ranks and config.order != "alternating-cost":
             plan = replace(plan, view_costs=None)
         summary = plan.summary()
         CONSOLE.log(

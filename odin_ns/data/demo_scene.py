@@ -104,6 +104,10 @@ class DemoSceneOptions:
     """Candidate 3D points sampled on the Gaussians; those seen by fewer than two views are dropped."""
     wide_view_fraction: float = 0.125
     """Fraction of views that look at the whole scene from above instead of at one region."""
+    dense_region_factor: int = 1
+    """Even-numbered regions get this many times gaussians_per_region (and so about that many times the 3D points
+    per region): their views cost more to render than the others', an uneven workload for the rank-balance and
+    overlap benchmarks (with ``--pipeline.datamanager.order alternating-cost``); 1: every region alike."""
     seed: int = 0
     """Seed of everything random; a seed gives byte-identical output (for a given device)."""
     max_track_length: int = 0
@@ -123,6 +127,8 @@ class DemoSceneOptions:
             raise ValueError(f"max_track_length must be 0 (all) or at least 2, got {self.max_track_length}")
         if self.ground_gaussians_per_region < 0:
             raise ValueError(f"ground_gaussians_per_region must be >= 0, got {self.ground_gaussians_per_region}")
+        if self.dense_region_factor < 1:
+            raise ValueError(f"dense_region_factor must be at least 1, got {self.dense_region_factor}")
         if not 0.0 <= self.wide_view_fraction <= 1.0:
             raise ValueError(f"wide_view_fraction must be in [0, 1], got {self.wide_view_fraction}")
 
@@ -247,9 +253,9 @@ def build_scene_gaussians(options: DemoSceneOptions) -> SceneGaussians:
     """The procedural scene: one textured object per region plus a checkered ground plane of flat Gaussians."""
     rng = np.random.default_rng(options.seed)
     centres_xz = region_layout(options.num_regions)
-    count = options.gaussians_per_region
     means, normals, scales, colors, region_ids, centres = [], [], [], [], [], []
     for region, (x, z) in enumerate(centres_xz):
+        count = options.gaussians_per_region * (options.dense_region_factor if region % 2 == 0 else 1)
         local, region_normals, area = OBJECT_SHAPES[region % len(OBJECT_SHAPES)](count, rng)
         centre = np.array([x, -local[:, 1].max(), z])  # rest the object on the ground (up is -y)
         stripe_direction = rng.standard_normal(3)
@@ -263,6 +269,7 @@ def build_scene_gaussians(options: DemoSceneOptions) -> SceneGaussians:
         region_ids.append(np.full(count, region))
         centres.append(centre)
 
+    num_objects = sum(len(region_means) for region_means in means)
     ground_count = options.ground_gaussians_per_region * options.num_regions
     extent_min = centres_xz.min(axis=0) - REGION_SPACING / 2
     extent_max = centres_xz.max(axis=0) + REGION_SPACING / 2
@@ -277,7 +284,6 @@ def build_scene_gaussians(options: DemoSceneOptions) -> SceneGaussians:
     nearest_region = np.argmin(((ground_xz[:, None, :] - centres_xz[None]) ** 2).sum(-1), axis=1)
     region_ids.append(nearest_region)
 
-    num_objects = count * options.num_regions
     opacities = np.concatenate([rng.uniform(0.85, 1.0, num_objects), np.full(ground_count, 0.95)])
     return SceneGaussians(
         means=np.concatenate(means).astype(np.float32),

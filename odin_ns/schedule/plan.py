@@ -9,6 +9,11 @@ views_per_rank. Each epoch is a fresh, seeded permutation of the training views 
   consecutive units come from weakly coupled regions. The views left over when a region's size is not a multiple
   of the unit size are pooled into mixed units, interleaved like one more region.
 * ``random`` order: a plain shuffle (the baseline).
+* ``alternating-cost`` order (a benchmark workload; needs ``view_costs``): every rank alternates between views of
+  the costlier half and of the cheaper half, neighbouring ranks out of phase (rank r renders costly views at step t
+  when t + r is even), and a unit's views come from regions the previous unit's did not, where the pools allow. Under
+  sync every step lasts as long as a costly view; overlapping units can hide the cheap rank's wait, which is what
+  this order is for measuring.
 
 Rank balance: with ``view_costs`` (each view's estimated render cost, from the seed points in its frustum), the rlg
 order builds each unit from views of similar cost (views sorted by cost with a random jitter, so pairings vary
@@ -45,7 +50,7 @@ from odin_ns.schedule.tracks import ViewCameras, collect_observations, render_co
 
 logger = logging.getLogger(__name__)
 
-Order = Literal["rlg", "random"]
+Order = Literal["rlg", "random", "alternating-cost"]
 ORDERS = get_args(Order)
 
 DEFAULT_CONFLICT_THRESHOLD = 0.05
@@ -189,6 +194,8 @@ class SchedulePlan:
             raise ValueError(f"unknown order {self.order!r}, expected one of {ORDERS}")
         if len(self.partition.labels) != self.num_views or self.graph.num_views != self.num_views:
             raise ValueError(f"plan of {self.num_views} views got a graph or partition of another size")
+        if self.order == "alternating-cost" and self.view_costs is None:
+            raise ValueError("the alternating-cost order needs each view's render cost (a capture with seed points)")
         if self.view_costs is not None and self.view_costs.shape != (self.num_views,):
             raise ValueError(f"plan of {self.num_views} views got view costs of shape {self.view_costs.shape}")
         self.rotation = self.partition.rotation_order()
@@ -220,7 +227,8 @@ class SchedulePlan:
         """(units_per_epoch, views_per_step) view indices of every unit of an epoch, in step order."""
         if epoch not in self._epoch_cache:
             rng = np.random.default_rng([self.seed, epoch])
-            units = self._rlg_units(rng) if self.order == "rlg" else self._random_units(rng)
+            units = {"rlg": self._rlg_units, "random": self._random_units,
+                     "alternating-cost": self._alternating_cost_units}[self.order](rng)
             self._epoch_cache = {key: value for key, value in self._epoch_cache.items() if key == epoch - 1}
             self._epoch_cache[epoch] = units
         return self._epoch_cache[epoch]
@@ -242,6 +250,26 @@ class SchedulePlan:
         groups.append(self._cut_units(pool, rng))
         sequence = interleave_evenly([len(group) for group in groups])
         return np.stack([groups[group][index] for group, index in sequence])
+
+    def _alternating_cost_units(self, rng: np.random.Generator) -> np.ndarray:
+        shuffled = rng.permutation(self.num_views)
+        by_cost = shuffled[np.argsort(-self.view_costs[shuffled], kind="stable")]
+        half = len(by_cost) // 2
+        pools = [list(rng.permutation(by_cost[:half])), list(rng.permutation(by_cost[half:]))]  # costly, cheap
+        labels = self.partition.labels
+        units, previous_regions = [], set()
+        for unit in range(self.units_per_epoch):
+            views, regions = [], set()
+            for rank in range(self.world_size):
+                wanted = (unit + rank) % 2  # 0: costly, 1: cheap
+                for _ in range(self.views_per_rank):
+                    pool = pools[wanted] if pools[wanted] else pools[1 - wanted]
+                    pick = next((i for i, view in enumerate(pool) if labels[view] not in previous_regions), 0)
+                    views.append(pool.pop(pick))
+                    regions.add(labels[views[-1]])
+            units.append(views)
+            previous_regions = regions
+        return np.array(units, dtype=np.int64).reshape(-1, self.views_per_step)
 
     def _cut_units(self, views: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Whole units of ``views`` (already shuffled): consecutive ones, or cost-matched and rank-balanced ones."""
