@@ -15,7 +15,7 @@ from odin_ns.scaling.command import SimulateCommand
 from odin_ns.scaling.links import PRESETS, Link, all_reduce, all_to_all, ring_all_reduce, tree_all_reduce
 from odin_ns.scaling.measured import calibrate, load_run
 from odin_ns.scaling.replay import MODES, Wire, WorldDraw, draw_world, predict, step_seconds
-from odin_ns.scaling.windows import WindowStatistics
+from odin_ns.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
 from test_plan import strip_plan
 
 LINK = Link("test", bandwidth=1e9, latency=1e-5)
@@ -28,10 +28,10 @@ SCOPE_GATHER_W2 = 1e-5 + 512 / 1e9  # (W-1) latency + (W-1) piece / bandwidth
 
 
 def write_run(run_dir: Path, world_size: int, mode: str = "sync", units: int = 40, compute=COMPUTE,
-              window: WindowRecord | None = None, step_s: float | None = None, wait: float = 0.0,
-              exchanged: int = 0) -> Path:
+              window=None, step_s: float | None = None, wait: float = 0.0,
+              exchanged: int = 0, sync_path=lambda unit: False) -> Path:
     """A run directory with one unit log per rank (constant spans; ``compute`` may depend on the unit, and on the
-    rank too) and, with ``step_s``, tensorboard scalars."""
+    rank too; ``window`` a WindowRecord, or one per (unit, rank)) and, with ``step_s``, tensorboard scalars."""
     run_dir.mkdir(parents=True)
     for rank in range(world_size):
         def seconds(unit: int) -> float:
@@ -40,8 +40,9 @@ def write_run(run_dir: Path, world_size: int, mode: str = "sync", units: int = 4
             return compute(unit, rank) if compute.__code__.co_argcount == 2 else compute(unit)
 
         records = [UnitRecord(unit, mode, 0, exchange="dense" if exchanged else "local", bytes_exchanged=exchanged,
-                              update_rows=GAUSSIANS // 2, window=window, compute_s=seconds(unit),
-                              exposed_wait_s=wait, publish_s=PUBLISH)
+                              update_rows=GAUSSIANS // 2, window=window(unit, rank) if callable(window) else window,
+                              sync_path=sync_path(unit), compute_s=seconds(unit), exposed_wait_s=wait,
+                              publish_s=PUBLISH)
                    for unit in range(units)]
         write_unit_log(unit_log(run_dir, rank), records)
     if step_s is not None:
@@ -159,6 +160,54 @@ def test_window_chances_are_fitted_from_the_logged_windows(tmp_path):
     assert fitted.reread == pytest.approx(per_view, rel=1e-12)
     assert fitted.row_share == pytest.approx(0.25 / per_view, rel=1e-12)
     assert fitted.windows == 20 and fitted.rerun_rate == 0.0 and fitted.delay_bounds == ()
+
+
+def predicted_window(unit: int, rank: int) -> WindowRecord | None:
+    """Units 4k+1 and 4k+2 open a window decided from predicted scopes: rank 0 waits for 2 buckets then 8, rank 1
+    for 5 then 8, of 8 updated; units 4k+2 and 4k+3 publish at once (sync's path), so units 4k+3 and 4k open none."""
+    waited = {1: (2, 5), 2: (8, 8)}.get(unit % 4)
+    if waited is None:
+        return None
+    return WindowRecord(conflict_rows=0, buckets=8, buckets_with_updates=8, buckets_published_first=waited[rank],
+                        predicted=True)
+
+
+def test_predicted_windows_are_replayed_as_recorded_at_the_measured_world_size(tmp_path, capsys):
+    single = write_run(tmp_path / "w1", 1, step_s=0.015)  # 4 ms of host time beyond compute and publication
+    pair = write_run(tmp_path / "w2", 2, "quality-first", step_s=0.020, window=predicted_window,
+                     sync_path=lambda unit: unit % 4 in (2, 3))
+    run = load_run(pair, 1)
+    assert WindowStatistics.fit([run], visible_share=0.25) is None  # nothing to fit: the windows are geometry's
+    assert recorded_paths(run)[:4] == [RecordedPath(None, 0, False), RecordedPath((2, 5), 8, False),
+                                       RecordedPath((8, 8), 8, True), RecordedPath(None, 0, True)]
+    arguments = [str(single), str(pair), "--validate", "--links", "nvswitch", "--steps", "20"]
+    tyro.cli(SimulateCommand, args=arguments).main()
+    out = capsys.readouterr().out
+    assert "20 units, 10 windows (the slowest-waiting rank waited for 6.5 of 8.0 updated buckets on average), " \
+           "10 published at once" in out
+    gather, bucket = 2e-6 + 512 / 370e9, 2 * 2e-6 + 60_416 / 370e9
+    exchange = gather + 8 * bucket
+    steps = [COMPUTE,  # nothing in flight, its exchange left to the next unit's window
+             gather + 5 * bucket + COMPUTE + PUBLISH,  # rank 1 waits for 5 buckets, the rest arrives meanwhile
+             gather + 8 * bucket + COMPUTE + PUBLISH + exchange + PUBLISH,  # waits for all, then its own at once
+             COMPUTE + exchange + PUBLISH]  # sync's step
+    predicted = 0.004 + np.mean(steps)
+    error = 100 * (predicted / 0.020 - 1)
+    assert f"| {pair} | quality-first | 2 | nvswitch | {1e3 * predicted:.2f} (= 10.00 + 4.00 + " in out
+    assert f"{error:+.1f}% |" in out
+    tyro.cli(SimulateCommand, args=[str(single), str(pair), "--world-sizes", "2", "4", "--links", "nvswitch",
+                                    "--steps", "20"]).main()
+    out = capsys.readouterr().out  # at other world sizes the windows would follow the geometry: not predicted
+    assert "not predicted: quality-first, throughput-first" in out and "are not extrapolated" in out
+
+
+def test_a_recorded_window_waits_for_the_last_bucket_where_the_exchange_outlasts_compute(tmp_path):
+    calibration = calibrated(tmp_path)  # no step time: no host time
+    path = RecordedPath((1, 0), 8, sync_path=False)
+    draw = WorldDraw(2, np.array([[1e-5, 1e-5]]), np.zeros((1, 2), bool), {"quality-first": [path]}, "drawn")
+    step = step_seconds("quality-first", LINK, calibration, Wire(GAUSSIANS), draw, "visible")[0]
+    # rank 0 publishes 1/8 of P before and 7/8 after the last bucket; rank 1 all of P after it
+    assert step == pytest.approx(SCOPE_GATHER_W2 + 8 * BUCKET_ALL_REDUCE_W2 + PUBLISH, rel=1e-12)
 
 
 def test_views_reach_ranks_as_the_plan_deals_them(tmp_path):

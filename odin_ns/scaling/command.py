@@ -33,7 +33,7 @@ from odin_ns.scaling.replay import (
     predict,
     predictable,
 )
-from odin_ns.scaling.windows import WindowStatistics
+from odin_ns.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
 from odin_ns.schedule.plan import SchedulePlan
 
 
@@ -138,6 +138,9 @@ class SimulateCommand:
                                         self.seed, self.sharded_sends, self.sh_degree)
         print(describe_calibration(calibration, self.modes))
         print(describe_windows(fitted, self.modes))
+        if any(window.predicted for run in runs for window in run.windows):
+            print("windows decided from predicted read scopes are not extrapolated (they follow the scene's geometry "
+                  "and the plan, not in the unit logs): --validate replays them at their own world size")
         for link in links:
             print(f"\n{describe_link(link)}\n")
             print(prediction_table([p for p in predictions if p.link == link.name], dealings))
@@ -169,11 +172,14 @@ class SimulateCommand:
                 others = [run for run in runs if run is not target]
                 calibration = self._fit(others, plan)
                 print(f"{target.path}: {describe_calibration(calibration, [target.mode], target.world_size)}")
-            fitted = WindowStatistics.fit([target], calibration.visible_share)
-            if target.mode not in predictable([target.mode], fitted):
+            recorded = recorded_paths(target)
+            fitted = None if recorded else WindowStatistics.fit([target], calibration.visible_share)
+            if target.mode not in predictable([target.mode], fitted, recorded):
                 raise ScalingInputError(f"{target.describe()} logged no windows (or delay bounds) to replay")
+            if recorded:
+                print(f"{target.path}: {describe_recorded(recorded)}")
             predictions, _ = predict(calibration, fitted, plan, links, [target.world_size], [target.mode],
-                                     self.steps, self.seed, self.sharded_sends, self.sh_degree)
+                                     self.steps, self.seed, self.sharded_sends, self.sh_degree, recorded)
             measured = split_step(target.step_s, target.slowest_compute_s, target.overhead_s)
             host = calibration.host_s(target.mode, target.world_size)
             for prediction in predictions:
@@ -185,7 +191,8 @@ class SimulateCommand:
         print(markdown_table(["run", "mode", "W", "link", "predicted ms (= compute + host + rest)", "measured ms",
                               "error"], rows))
         print(f"\nMeasured step time: {self.step_time}. Windows of overlapped runs are fitted on that run itself (a "
-              "1-rank run has none): this checks the timing model, not the extrapolation of scopes to more ranks.")
+              "1-rank run has none), or, for predicted read scopes or runs that opened none, replayed as the run "
+              "recorded them: this checks the timing model, not the extrapolation of scopes to more ranks.")
 
 
 def split_step(step_s: float, compute_s: float, host_s: float) -> str:
@@ -229,6 +236,16 @@ def describe_windows(fitted: WindowStatistics | None, modes: Sequence[str]) -> s
         lines.append(f"not predicted: {', '.join(missing)} (no overlap windows, or no throughput-first delay bounds, "
                      "in the runs: measure them on 2+ ranks)")
     return "\n".join(lines)
+
+
+def describe_recorded(recorded: Sequence[RecordedPath]) -> str:
+    """How the units of a run replayed from its record went."""
+    windows = [path for path in recorded if path.first is not None]
+    waited = sum(max(path.first) for path in windows) / len(windows) if windows else 0.0
+    updated = sum(path.buckets_with_updates for path in windows) / len(windows) if windows else 0.0
+    return (f"replayed as recorded: {len(recorded)} units, {len(windows)} windows (the slowest-waiting rank waited "
+            f"for {waited:.1f} of {updated:.1f} updated buckets on average), "
+            f"{sum(path.sync_path for path in recorded)} published at once (sync's path)")
 
 
 def describe_link(link: Link) -> str:

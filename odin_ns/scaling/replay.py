@@ -19,6 +19,12 @@ all-reduce of row bucket j (issued in row order on one stream, so bucket j arriv
 Host time O is the one measured on one rank at W = 1 and the one measured on 2+ ranks at every W >= 2
 (``Calibration.host_s``).
 
+A run replayed from its recorded paths (``recorded_paths``: predicted read scopes, or no window at all), at its own
+W, costs per unit, with the mode's O throughout: O + the window + the unit's own exchange where it published at once.
+The window is C where the unit opened none; else the slowest rank r's max(a_(k_r - 1) + P_k + c_r, a_last) + P - P_k
+with k_r the buckets r waited for (taken as the first k_r launched: a lower bound, a_last the upper) and P_k their
+share of P. Publishing at once adds a_last + P (the exchange a later window would otherwise have overlapped).
+
 Views per second: W x views per rank over the mean step time.
 """
 
@@ -39,7 +45,7 @@ from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.window import SyncPathStretches, WindowDecision
 from odin_ns.scaling.links import Link, all_gather, all_reduce, all_to_all
 from odin_ns.scaling.measured import Calibration, MeasuredRun
-from odin_ns.scaling.windows import WindowStatistics, window_decisions
+from odin_ns.scaling.windows import RecordedPath, WindowStatistics, window_decisions
 from odin_ns.schedule.plan import SchedulePlan
 from odin_ns.sync.gate import ThroughputFirstPolicy
 from odin_ns.sync.hazards import QualityFirstPolicy
@@ -139,7 +145,7 @@ class WorldDraw:
     """[steps, world_size] seconds."""
     reruns: np.ndarray
     """[steps, world_size] bool."""
-    decisions: dict[str, list[WindowDecision | None]]
+    decisions: dict[str, list[WindowDecision | None] | list[RecordedPath]]
     dealing: str
     """How views reached ranks: 'plan', 'round-robin' (more views per step than the plan has) or 'drawn' (no
     plan: per-view times drawn from the measured distribution)."""
@@ -166,16 +172,22 @@ def draw_world(
     modes: Sequence[str],
     steps: int,
     seed: int,
+    recorded: Sequence[RecordedPath] | None = None,
 ) -> WorldDraw:
-    """Compute times, re-runs and window decisions of ``steps`` steps at ``world_size`` ranks."""
+    """Compute times, re-runs and window decisions of ``steps`` steps at ``world_size`` ranks; with ``recorded``,
+    the overlapped modes take those paths in turn instead (at the world size they were recorded at)."""
     rng = np.random.default_rng([seed, world_size])
     compute, dealing = _rank_compute(calibration, plan, world_size, steps, rng)
     rerun_rate = fitted.rerun_rate if fitted is not None and world_size > 1 else 0.0
     config = RuntimeConfig()
     policies = {"quality-first": QualityFirstPolicy(), "throughput-first": ThroughputFirstPolicy(config.delay)}
     decisions = {}
-    for mode in predictable(modes, fitted):
-        if mode in OVERLAPPED:
+    for mode in predictable(modes, fitted, recorded):
+        if mode in OVERLAPPED and recorded:
+            if any(path.first is not None and len(path.first) != world_size for path in recorded):
+                raise ValueError(f"recorded paths are replayed at the world size they were recorded at, not {world_size}")
+            decisions[mode] = [recorded[step % len(recorded)] for step in range(steps)]
+        elif mode in OVERLAPPED:
             decisions[mode] = [None] * steps if world_size == 1 else window_decisions(
                 fitted, policies[mode], wire.buckets, world_size, calibration.views_per_rank, steps,
                 SyncPathStretches(config.fallback_after, config.fallback_units), rng,
@@ -183,10 +195,12 @@ def draw_world(
     return WorldDraw(world_size, compute, rng.random(compute.shape) < rerun_rate, decisions, dealing)
 
 
-def predictable(modes: Sequence[str], fitted: WindowStatistics | None) -> list[str]:
+def predictable(
+    modes: Sequence[str], fitted: WindowStatistics | None, recorded: Sequence[RecordedPath] | None = None
+) -> list[str]:
     """The modes the measured runs allow predicting: overlapped ones need windows, throughput-first their delay
-    bounds."""
-    return [mode for mode in modes if mode not in OVERLAPPED or (
+    bounds, or the recorded paths of a run."""
+    return [mode for mode in modes if mode not in OVERLAPPED or recorded or (
         fitted is not None and (mode == "quality-first" or fitted.delay_bounds))]
 
 
@@ -238,6 +252,9 @@ def step_seconds(
     gather = all_gather(link, wire.scope_piece(mode), world_size)
     arrivals = gather + buckets
     for step, decision in enumerate(draw.decisions.get(mode, ())):
+        if isinstance(decision, RecordedPath):
+            seconds[step] = overhead + _recorded_step(decision, draw.compute[step], arrivals, publish, gather)
+            continue
         if decision is None:
             continue
         first = decision.publish_first
@@ -246,6 +263,23 @@ def step_seconds(
         rerun = (draw.compute[step] * draw.reruns[step]).max()
         seconds[step] = overhead + max(ready + slowest[step], arrivals[-1]) + publish - first_publish + rerun
     return seconds
+
+
+def _recorded_step(
+    path: RecordedPath, compute: np.ndarray, arrivals: np.ndarray, publish: float, gather: float
+) -> float:
+    """A recorded unit's step without host time (module docstring): its window, and its own exchange and publication
+    where it took sync's path."""
+    if path.first is None:
+        seconds = float(compute.max())
+    else:
+        ends = []
+        for waited, rank_compute in zip(path.first, compute):
+            first_publish = publish * waited / max(path.buckets_with_updates, 1)
+            ready = (arrivals[min(waited, len(arrivals)) - 1] if waited else gather) + first_publish
+            ends.append(max(ready + rank_compute, arrivals[-1]) + publish - first_publish)
+        seconds = max(ends)
+    return seconds + (arrivals[-1] + publish if path.sync_path else 0.0)
 
 
 def predict(
@@ -259,16 +293,18 @@ def predict(
     seed: int,
     sharded_sends: ShardedSends = "visible",
     sh_degree: int = 3,
+    recorded: Sequence[RecordedPath] | None = None,
 ) -> tuple[list[Prediction], dict[int, str]]:
-    """Every predictable mode at every world size over every link, and how views were dealt at each world size."""
+    """Every predictable mode at every world size over every link, and how views were dealt at each world size
+    (``recorded``: the overlapped modes replay those paths, ``draw_world``)."""
     wire = Wire(calibration.gaussians, sh_degree)
     predictions, dealings = [], {}
     for world_size in world_sizes:
-        draw = draw_world(calibration, fitted, plan, wire, world_size, modes, steps, seed)
+        draw = draw_world(calibration, fitted, plan, wire, world_size, modes, steps, seed, recorded)
         dealings[world_size] = draw.dealing
         views = world_size * calibration.views_per_rank
         for link in links:
-            for mode in predictable(modes, fitted):
+            for mode in predictable(modes, fitted, recorded):
                 step = float(step_seconds(mode, link, calibration, wire, draw, sharded_sends).mean())
                 predictions.append(
                     Prediction(mode, world_size, link.name, step, float(draw.compute.max(1).mean()), views / step)

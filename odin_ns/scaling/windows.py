@@ -18,6 +18,13 @@ runtime would have read and hands them to ``odin_ns.runtime.window.decide`` with
 to ``SyncPathStretches``, exactly as ``OdinRuntime`` does: the admission rule and the fallback to sync's path are the
 runtime's, not a copy. Throughput-first also needs each conflicting bucket's delay bound; those are drawn from the
 bounds its measured windows logged (admitted and refused), so it is predicted only from logs that hold some.
+
+Windows decided from predicted read scopes (``--pipeline.odin.read-scopes predicted``, ``WindowRecord.predicted``)
+follow none of this: each rank waits for the buckets its own views of unit t+1 can see by the per-bucket geometric
+bounds, and a unit publishes at once (sync's path) where the plan's next unit is predicted to read every bucket it
+updates (``odin_ns.sync.predicted``). Neither the geometry nor the bounds are in the unit logs, so such windows are
+not fitted (``fit`` skips them) and not extrapolated to other world sizes; ``recorded_paths`` replays what each unit
+of the run did, at its own world size, for ``odin-ns simulate --validate``.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import torch
 
 from odin_ns.comm.collectives import RowBuckets
 from odin_ns.kernels import BITS_PER_WORD
+from odin_ns.runtime.config import OVERLAPPED_MODES
 from odin_ns.runtime.exchange import InFlightExchange
 from odin_ns.runtime.window import SyncPathStretches, WindowDecision, decide
 from odin_ns.scaling.measured import MeasuredRun, per_view_share
@@ -55,9 +63,9 @@ class WindowStatistics:
 
     @classmethod
     def fit(cls, runs: Sequence[MeasuredRun], visible_share: float) -> WindowStatistics | None:
-        """Fitted on the runs that logged overlap windows (None when none did: overlapped modes need one), with a
-        view's share of the Gaussians ``visible_share``."""
-        measured = [run for run in runs if run.windows]
+        """Fitted on the runs that logged overlap windows from measured read scopes (None when none did: overlapped
+        modes need one), with a view's share of the Gaussians ``visible_share``."""
+        measured = [run for run in runs if run.windows and not any(window.predicted for window in run.windows)]
         if not measured:
             return None
         weights = [len(run.windows) for run in measured]
@@ -87,6 +95,40 @@ class WindowStatistics:
             delay_bounds=tuple(bounds),
             windows=sum(weights),
         )
+
+
+@dataclass(frozen=True)
+class RecordedPath:
+    """What the runtime did with one unit of a measured run, as its unit logs say."""
+
+    first: tuple[int, ...] | None
+    """Per rank, how many of the previous unit's buckets it waited for and published before computing (its window's
+    ``buckets_published_first``); None: the unit opened no window (nothing was in flight)."""
+    buckets_with_updates: int
+    sync_path: bool
+    """The unit's own exchange and publication ran at once, after its compute, as under sync."""
+
+
+def recorded_paths(run: MeasuredRun) -> list[RecordedPath] | None:
+    """The path of each of ``run``'s steady units where its windows cannot be fitted: an overlapped run whose
+    windows were decided from predicted read scopes, or that opened no window at all (every unit on sync's path).
+    None for any other run. Which buckets a rank waited for is not logged, only how many."""
+    if run.mode not in OVERLAPPED_MODES:
+        return None
+    if run.windows and not any(window.predicted for window in run.windows):
+        return None
+    by_rank = [{record.unit_id: record for record in records} for records in run.ranks]
+    paths = []
+    for record in run.ranks[0]:
+        if not all(record.unit_id in ranks for ranks in by_rank):
+            continue
+        first = None
+        if record.window is not None:
+            windows = [ranks[record.unit_id].window for ranks in by_rank]
+            first = tuple(window.buckets_published_first if window is not None else 0 for window in windows)
+        updated = record.window.buckets_with_updates if record.window is not None else 0
+        paths.append(RecordedPath(first, updated, record.sync_path))
+    return paths
 
 
 def window_decisions(
