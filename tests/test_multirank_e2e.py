@@ -19,13 +19,13 @@ from odin_ns.trainer import state_digest_path
 from training import evaluate, scalar_series, torchrun, train, unit_records
 
 DENSIFY_EARLY = (
-    "--pipeline.model.warmup-length", "100",
-    "--pipeline.model.refine-every", "100",
+    "--pipeline.model.warmup-length", "50",
+    "--pipeline.model.refine-every", "50",
     "--pipeline.model.reset-alpha-every", "3",
 )
-"""Schedules count views: with 2 ranks (2 views per step) this densifies at step 100 and resets opacities at steps
-0 and 150, so a 200-step run crosses both kinds of structural change."""
-EVALUATE_DURING_TRAINING = ("--steps-per-eval-image", "50")
+"""Schedules count views: with 2 ranks (2 views per step) this densifies at step 50 and resets opacities at steps
+0 and 75, so a 100-step run crosses both kinds of structural change."""
+EVALUATE_DURING_TRAINING = ("--steps-per-eval-image", "25")
 CAMERA_OPTIMIZER = ("--pipeline.model.camera-optimizer.mode", "SO3xR3")
 """A dense group beside the Gaussians, averaged over ranks and stepped every unit."""
 
@@ -69,7 +69,7 @@ def overlapped_windows(run_dir: Path) -> int:
 def test_quality_first_equals_sync_across_densification_and_reset(tiny_scene: Path, tmp_path: Path):
     options = (*DENSIFY_EARLY, *EVALUATE_DURING_TRAINING, *CAMERA_OPTIMIZER)
     runs = {
-        mode: train(tiny_scene, tmp_path / mode, 200, *options, "--pipeline.odin.mode", mode, launcher=torchrun(2))
+        mode: train(tiny_scene, tmp_path / mode, 100, *options, "--pipeline.odin.mode", mode, launcher=torchrun(2))
         for mode in ("sync", "quality-first")
     }
     assert checkpoint_tensors(runs["sync"])["pipeline._model.gauss_params.means"].shape[0] > 1856, "must densify"
@@ -111,7 +111,7 @@ def test_predicted_read_scopes_equal_sync_across_densification_and_reset(tiny_sc
     bitwise sync's state on both ranks across a refine and an opacity reset, its guard silent (a misprediction
     would stop training with ScopeMispredictionError), and some windows decided without waiting for every bucket."""
     runs = {
-        name: train(tiny_scene, tmp_path / name, 120, *DENSIFY_EARLY, *options, launcher=torchrun(2))
+        name: train(tiny_scene, tmp_path / name, 100, *DENSIFY_EARLY, *options, launcher=torchrun(2))
         for name, options in (
             ("sync", ("--pipeline.odin.mode", "sync")),
             ("predicted", ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes", "predicted")),
