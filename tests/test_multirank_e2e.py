@@ -67,13 +67,20 @@ def overlapped_windows(run_dir: Path) -> int:
 
 @pytest.mark.slow
 def test_quality_first_equals_sync_across_densification_and_reset(tiny_scene: Path, tmp_path: Path):
+    """Also sync with a sharded optimizer (each rank steps 1/W of the rows, the moments brought over at barriers):
+    bitwise the replicated optimizer's state too."""
     options = (*DENSIFY_EARLY, *EVALUATE_DURING_TRAINING, *CAMERA_OPTIMIZER)
     runs = {
-        mode: train(tiny_scene, tmp_path / mode, 100, *options, "--pipeline.odin.mode", mode, launcher=torchrun(2))
-        for mode in ("sync", "quality-first")
+        name: train(tiny_scene, tmp_path / name, 100, *options, *mode, launcher=torchrun(2))
+        for name, mode in (
+            ("sync", ("--pipeline.odin.mode", "sync")),
+            ("quality-first", ("--pipeline.odin.mode", "quality-first")),
+            ("sync-sharded", ("--pipeline.odin.mode", "sync", "--pipeline.odin.sharded-optimizer", "True")),
+        )
     }
     assert checkpoint_tensors(runs["sync"])["pipeline._model.gauss_params.means"].shape[0] > 1856, "must densify"
     assert_bitwise_equal_runs(runs["sync"], runs["quality-first"], ranks=2)
+    assert_bitwise_equal_runs(runs["sync"], runs["sync-sharded"], ranks=2)
     assert overlapped_windows(runs["quality-first"]) > 0
     eval_psnr = {mode: scalar_series(run, "Eval Images Metrics/psnr") for mode, run in runs.items()}
     assert len(eval_psnr["sync"]) >= 3 and eval_psnr["quality-first"] == eval_psnr["sync"]

@@ -121,10 +121,10 @@ def train_with_camera(rank: int, schedule, params: dict[str, torch.Tensor], **co
     return {**model.snapshot(), **camera_state}, [record.to_json() for record in runtime.stats.take()]
 
 
-def train_with_densification(rank: int, mode: str) -> dict[str, torch.Tensor]:
+def train_with_densification(rank: int, mode: str, **config) -> dict[str, torch.Tensor]:
     """10 units, a structural change, 10 more units."""
     model = ToyModel(initial_params())
-    run_with_structural_change(make_runtime(model, mode=mode), model, DISJOINT[:20], 10, rank)
+    run_with_structural_change(make_runtime(model, mode=mode, **config), model, DISJOINT[:20], 10, rank)
     return model.snapshot()
 
 
@@ -265,6 +265,8 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
         results[f"late-camera/{mode}"] = train_with_camera(rank, LATE_VISIBILITY, late_visibility_params(), mode=mode)
     for mode in ("sync", "quality-first"):
         results[f"densify/{mode}"] = (train_with_densification(rank, mode), [])
+    results["disjoint/sync/sharded"] = train(rank, DISJOINT, initial_params(), mode="sync", sharded_optimizer=True)
+    results["densify/sync-sharded"] = (train_with_densification(rank, "sync", sharded_optimizer=True), [])
     for mode in ("sync", "quality-first"):
         results[f"predicted/{mode}"] = train_predicted(rank, mode)
         results[f"predicted-densify/{mode}"] = train_predicted(rank, mode, densify=True)
@@ -372,6 +374,17 @@ def test_a_window_decided_from_predicted_scopes_reads_nothing_from_the_device(re
         assert any(window is not None and window.buckets_published_first < window.buckets_with_updates
                    for window in windows), "no window left buckets in flight: nothing was tested"
         assert not reads, "host reads in the runtime's steps:\n" + "\n".join(reads)
+
+
+def test_a_sharded_optimizer_equals_the_replicated_one(results):
+    """Each rank steps only its shard of the rows and takes the others' new rows from their owners; after a drain
+    (which brings the moments over) every rank holds bitwise what every rank holds under the replicated optimizer,
+    across a structural change too."""
+    for rank_results in results:
+        assert_same_state(rank_results["disjoint/sync/sharded"][0], rank_results["disjoint/sync/dense"][0])
+        assert_same_state(rank_results["densify/sync-sharded"][0], rank_results["densify/sync"][0])
+        assert {record.exchange for record in records_of(rank_results["disjoint/sync/sharded"])} == {"sharded"}
+    assert_same_state(results[1]["disjoint/sync/sharded"][0], results[0]["disjoint/sync/sharded"][0])
 
 
 def test_buckets_a_unit_waits_for_are_launched_first(results):

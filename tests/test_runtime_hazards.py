@@ -192,6 +192,10 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         RuntimeConfig(mode="sync", read_scopes="predicted")
     with pytest.raises(ValueError, match="runs quality-first with the dense exchange, got quality-first with scoped"):
         RuntimeConfig(exchange="scoped", read_scopes="predicted")
+    with pytest.raises(ValueError, match="sharded_optimizer runs sync with the dense exchange, got quality-first"):
+        RuntimeConfig(sharded_optimizer=True)
+    with pytest.raises(ValueError, match="sharded_optimizer runs sync with the dense exchange, got sync with scoped"):
+        RuntimeConfig(mode="sync", exchange="scoped", sharded_optimizer=True)
     with pytest.raises(ValueError, match="min_buckets"):
         RuntimeConfig(min_buckets=0)
     with pytest.raises(ValueError, match="tau must be within"):

@@ -29,10 +29,14 @@ from odin_ns.runtime.records import UnitRecord, read_unit_log, summarize, unit_l
 
 STOCK = "splatfacto"
 GSPLAT_PEER = "gsplat-distributed"
-PREDICTED = "quality-first-predicted"
-"""quality-first deciding its windows from predicted read scopes (``--pipeline.odin.read-scopes predicted``)."""
-ODIN_CONFIGURATIONS = (*MODES, PREDICTED)
 """gsplat's own multi-GPU path (Gaussians sharded over ranks), see :mod:`odin_ns.benchmarks.gsplat_distributed`."""
+ODIN_VARIANTS = {
+    "quality-first-predicted": ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes", "predicted"),
+    "sync-sharded": ("--pipeline.odin.mode", "sync", "--pipeline.odin.sharded-optimizer", "True"),
+}
+"""Odin configurations beyond the modes, by name: quality-first deciding its windows from predicted read scopes;
+sync with each rank stepping the Adam state of 1/W of the rows."""
+ODIN_CONFIGURATIONS = (*MODES, *ODIN_VARIANTS)
 ITERATION_TIME_TAG = "Train Iter (time)"
 QUALITY_METRICS = {"psnr": min, "ssim": min, "lpips": max}
 """Held-out metrics compared against a reference run, each with how its worst delta is picked (lower LPIPS is
@@ -52,8 +56,8 @@ class BenchCommand:
     """Training steps per configuration."""
     modes: str = ",".join(MODES)
     """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first,
-    no-exchange), quality-first-predicted (quality-first with predicted read scopes) and gsplat-distributed (gsplat's
-    sharded multi-GPU training, CUDA only)."""
+    no-exchange), quality-first-predicted (quality-first with predicted read scopes), sync-sharded (sync with a
+    sharded optimizer) and gsplat-distributed (gsplat's sharded multi-GPU training, CUDA only)."""
     seeds: int = 1
     """Repetitions per configuration (machine seeds 42 + first_seed, 43 + first_seed, ...)."""
     first_seed: int = 0
@@ -216,8 +220,7 @@ def training_command(
     if name == STOCK:
         return [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "splatfacto", *common,
                 "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
-    odin = ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes", "predicted") if name == PREDICTED \
-        else ("--pipeline.odin.mode", name)
+    odin = ODIN_VARIANTS.get(name, ("--pipeline.odin.mode", name))
     return [*launcher, installed_script("ns-train"), "odin-splatfacto", *common, *odin]
 
 

@@ -29,6 +29,8 @@ from odin_ns.comm.collectives import (
     all_gather_into_tensor,
     all_reduce_statistics,
     all_reduce_sum_async,
+    broadcast_async,
+    reduce_sum_async,
 )
 from odin_ns.comm.process_group import (
     abort_group,
@@ -205,6 +207,22 @@ class DistContext:
     ) -> Collective:
         """``buffer`` summed over ranks in place, in flight."""
         return all_reduce_sum_async(buffer, what, self.timeout, clock, stream, self.group, self.watch)
+
+    def reduce_sum_async(
+        self, buffer: torch.Tensor, owner: int, what: str, clock: Clock, stream: torch.cuda.Stream | None
+    ) -> Collective | LocalResult:
+        """``buffer`` summed over ranks into rank ``owner``'s, in flight."""
+        if self.world_size == 1:
+            return LocalResult(buffer, clock)
+        return reduce_sum_async(buffer, owner, what, self.timeout, clock, stream, self.group, self.watch)
+
+    def broadcast_async(
+        self, buffer: torch.Tensor, owner: int, what: str, clock: Clock, stream: torch.cuda.Stream | None
+    ) -> Collective | LocalResult:
+        """``buffer`` overwritten with rank ``owner``'s on every rank, in flight."""
+        if self.world_size == 1:
+            return LocalResult(buffer, clock)
+        return broadcast_async(buffer, owner, what, self.timeout, clock, stream, self.group, self.watch)
 
     def _blocking(self, what: str, launch) -> None:
         if self.watch is not None:

@@ -54,6 +54,10 @@ class RuntimeConfig:
     adam: AdamRows = "selective"
     """selective: Adam steps only Gaussians some view of the unit saw (what makes update scopes well defined);
     dense: every Gaussian, stock splatfacto's Adam (sync and no-exchange only), for comparison."""
+    sharded_optimizer: bool = False
+    """sync only: each rank owns the Adam state of 1/W of the rows. A unit's gradient rows are reduced to their owner,
+    which steps them and broadcasts the new rows (the rows' moments are brought to every rank at barriers: before
+    checkpoints, structural changes and the end). False: every rank steps every row after an all-reduce."""
     timeout_s: float = 600.0
     """A rank waiting longer than this on a collective (a peer died or hung) exits with an error naming it."""
     fallback_after: int = 16
@@ -89,6 +93,8 @@ class RuntimeConfig:
             raise ValueError(
                 f"read_scopes 'predicted' runs quality-first with the dense exchange, got {self.mode} with {self.exchange}"
             )
+        if self.sharded_optimizer and (self.mode != "sync" or self.exchange != "dense"):
+            raise ValueError(f"sharded_optimizer runs sync with the dense exchange, got {self.mode} with {self.exchange}")
         if self.fallback_after < 0 or self.fallback_units < 1:
             raise ValueError(
                 f"fallback_after must be >= 0 and fallback_units >= 1, got {self.fallback_after}, {self.fallback_units}"

@@ -149,7 +149,11 @@ class OdinRuntime:
             self._publish_pending()  # leaving the overlap: the staged unit publishes first, as under sync
             trace.record.sync_path = self.config.overlapped
             loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
-            self._publish_all(self._exchange.launch(self._stage(unit_id, staging, visible, trace), read_scope=None))
+            staged = self._stage(unit_id, staging, visible, trace)
+            if self.config.sharded_optimizer:
+                self._publish_sharded(staged)
+            else:
+                self._publish_all(self._exchange.launch(staged, read_scope=None))
             self._average_dense_gradients(unit_id)
             return loss
         if self._predictor is not None:
@@ -175,6 +179,10 @@ class OdinRuntime:
         """Exchange and publish every staged unit, then meet all ranks at a barrier (before structural changes,
         evaluation, checkpoints and the end of training); NonFiniteGradientError if a unit's gradients held NaN/Inf."""
         self._publish_pending()
+        if self.config.sharded_optimizer:
+            for table in (self.packed.exp_avg, self.packed.exp_avg_sq):
+                for collective in self._exchange.broadcast_shards(table, "Adam moments"):
+                    collective.wait()
         self.context.barrier("drain barrier")
         self.check_finite()
 
@@ -320,6 +328,29 @@ class OdinRuntime:
             staged, self._pending = self._pending, None
             check_version(staged, self.structure_version)
             self._publish_all(self._exchange.launch(staged, read_scope=None))
+
+    def _publish_sharded(self, staged: StagedUnit) -> None:
+        """Sync with a sharded optimizer: wait for this rank's shard of the averaged gradients, step its rows (every
+        rank advances the step count), then take every shard's new rows from its owner. The other shards' moments on
+        this rank go stale until ``drain`` brings them over."""
+        in_flight = self._exchange.launch_sharded(staged)
+        self._exchange.read_scopes(in_flight)
+        own = self.context.rank
+        lo, hi = self._exchange.shards[own]
+        if own in in_flight.buckets:
+            self._exchange.arrive(in_flight, [own])
+        for collective in in_flight.buckets.values():  # the shards this rank sent: their buffers are freed after
+            self._exchange.wait(collective, staged.trace)
+        start = self._clock.now()
+        self._publication.publish(staged.gradient_table, in_flight.update_scope, (lo, hi), staged.learning_rates, True)
+        staged.trace.add_span("publish_s", start, self._clock.now())
+        new_rows = self._exchange.broadcast_shards(self.packed.params, f"parameters of unit {staged.unit_id}")
+        for collective in new_rows:
+            self._exchange.wait(collective, staged.trace)
+            staged.trace.record.bytes_exchanged += collective.payload_bytes
+        staged.trace.add_span("comm_s", in_flight.scopes.started, latest([c.finished for c in (*in_flight.collectives(),
+                                                                                             *new_rows)]))
+        self.stats.file(staged.trace)
 
     def _publish_run(self, in_flight: InFlightExchange, run: list[int]) -> None:
         """Publish the consecutive buckets ``run`` once they arrived: one optimizer step over their rows (the unit's

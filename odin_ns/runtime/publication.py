@@ -97,6 +97,8 @@ class Publication:
         if first:
             for state in states:
                 state["step"].fill_(step)
+        if row_range[1] <= row_range[0]:  # an empty shard: the step count advanced, no row to step
+            return
         packed = self._packed
         columns = [
             ColumnGroup(lo, hi, learning_rates[where.optimizer][where.group], self._hyper(name)["eps"])
