@@ -15,10 +15,13 @@ def test_publication_host_work_does_not_grow_per_bucket():
         capture_output=True, text=True, timeout=300, check=True,
     )
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    rows = {(row["mode"], row["exchange"]): row for row in result["configurations"]}
-    assert rows.keys() == {("sync", "dense"), ("quality-first", "dense"), ("sync", "scoped"),
-                           ("quality-first", "scoped"), ("throughput-first", "scoped")}
-    sync_dense = rows[("sync", "dense")]
+    rows = {row["configuration"]: row for row in result["configurations"]}
+    assert rows.keys() == {"sync", "sync-sharded", "quality-first", "quality-first-predicted", "sync-scoped",
+                           "quality-first-scoped", "throughput-first-scoped"}
+    sync_dense = rows["sync"]
     assert sync_dense["collectives_per_unit"] == 9 + 1  # 8 + 1 buckets of 20,000 rows, and the scope all-gather
     assert sync_dense["ops_per_unit"] < 150
-    assert rows[("quality-first", "dense")]["ops_per_unit"] > sync_dense["ops_per_unit"]  # read scope, admission
+    assert rows["quality-first"]["ops_per_unit"] > sync_dense["ops_per_unit"]  # read scope, admission
+    # decided ahead: no read-scope pass, no admission read; still more than sync (runs, guard)
+    assert sync_dense["ops_per_unit"] < rows["quality-first-predicted"]["ops_per_unit"] < rows["quality-first"]["ops_per_unit"]
+    assert rows["sync-sharded"]["collectives_per_unit"] == 2 + 2 + 1  # a reduce and a broadcast per shard, the gather

@@ -22,6 +22,7 @@ import statistics
 import sys
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 import torch.multiprocessing as mp
 import tyro
@@ -29,11 +30,21 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from odin_ns.comm.context import DistContext, torchrun_context
 from odin_ns.gaussians import GAUSSIAN_COLUMNS
-from odin_ns.runtime.config import Exchange, Mode, RuntimeConfig
+from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.optimizer import ScopedAdam
 
-CONFIGURATIONS: list[tuple[Mode, Exchange]] = [("sync", "dense"), ("quality-first", "dense"), ("sync", "scoped"),
-                                               ("quality-first", "scoped"), ("throughput-first", "scoped")]
+CONFIGURATIONS: dict[str, dict] = {
+    "sync": dict(mode="sync", exchange="dense"),
+    "sync-sharded": dict(mode="sync", exchange="dense", sharded_optimizer=True),
+    "quality-first": dict(mode="quality-first", exchange="dense"),
+    "quality-first-predicted": dict(mode="quality-first", exchange="dense", read_scopes="predicted"),
+    "sync-scoped": dict(mode="sync", exchange="scoped"),
+    "quality-first-scoped": dict(mode="quality-first", exchange="scoped"),
+    "throughput-first-scoped": dict(mode="throughput-first", exchange="scoped"),
+}
+"""The runtime configurations compared, by name (``RuntimeConfig`` fields). Predicted read scopes get the exact
+buckets of each unit's rows from a host-side predictor (numpy, like splatfacto's): what is counted is the runtime's
+own work around the prediction."""
 
 
 @dataclass
@@ -62,10 +73,10 @@ class HostOpsCommand:
         for process in processes:
             process.join()
         rows = next(result for result in results if result["rank"] == 0)["configurations"]
-        print("| mode | exchange | runtime ops per unit (median) | of which collectives |")
-        print("|---|---|---|---|")
+        print("| configuration | runtime ops per unit (median) | of which collectives |")
+        print("|---|---|---|")
         for row in rows:
-            print(f"| {row['mode']} | {row['exchange']} | {row['ops_per_unit']} | {row['collectives_per_unit']} |")
+            print(f"| {row['configuration']} | {row['ops_per_unit']} | {row['collectives_per_unit']} |")
         print(json.dumps({"settings": asdict(self), "configurations": rows}))
 
 
@@ -125,36 +136,60 @@ def _rank(rank: int, port: int, command: HostOpsCommand, queue) -> None:
     _count_kernel_calls_as_launches(counter)
     configurations = []
     with torchrun_context(backend="gloo") as context:
-        for mode, exchange in CONFIGURATIONS:
-            ops, collectives = _count(command, mode, exchange, counter, context)
-            configurations.append({"mode": mode, "exchange": exchange, "ops_per_unit": statistics.median(ops),
+        for name, settings in CONFIGURATIONS.items():
+            ops, collectives = _count(command, settings, counter, context)
+            configurations.append({"configuration": name, "ops_per_unit": statistics.median(ops),
                                    "collectives_per_unit": statistics.median(collectives)})
     queue.put({"rank": rank, "configurations": configurations})
 
 
+class _ExactRowsPredictor:
+    """``ReadPredictor`` that knows every unit's rows exactly (numpy on the host, as splatfacto's predictor works)."""
+
+    def __init__(self, rows_of, rank: int, world_size: int):
+        self._rows_of, self._rank, self._world_size = rows_of, rank, world_size
+        self._starts = np.zeros(1, dtype=np.int64)
+
+    def rebind(self, params, buckets) -> None:
+        self._starts = np.array([lo for lo, _ in buckets.ranges])
+
+    def published(self, params) -> None:
+        pass
+
+    def read_buckets(self, unit_id: int, every_rank: bool) -> np.ndarray:
+        ranks = range(self._world_size) if every_rank else [self._rank]
+        rows = np.logical_or.reduce([self._rows_of(unit_id, rank) for rank in ranks])
+        return np.logical_or.reduceat(rows, self._starts)
+
+
 def _count(
-    command: HostOpsCommand, mode: Mode, exchange: Exchange, counter: _OpCounter, context: DistContext
+    command: HostOpsCommand, settings: dict, counter: _OpCounter, context: DistContext
 ) -> tuple[list[int], list[int]]:
     """Per-unit operation counts of one configuration on this rank."""
     generator = torch.Generator().manual_seed(0)
     params = {name: torch.randn((command.rows, *shape), generator=generator) for name, shape in GAUSSIAN_COLUMNS.items()}
     optimizers = {name: ScopedAdam([param], lr=1e-3) for name, param in params.items()}
-    config = RuntimeConfig(mode=mode, exchange=exchange, min_buckets=command.min_buckets)
-    runtime = config.setup(params=params, optimizers=optimizers, context=context)
     seen = int(command.rows * command.visible_fraction)
     half = command.rows // 2
 
-    def scope(unit: int) -> torch.Tensor:
-        """Rows unit ``unit`` sees: alternating halves, and a conflicting re-read every ``conflict_every`` units."""
+    def rows_of(unit: int, rank: int) -> np.ndarray:
+        """Rows unit ``unit`` sees on ``rank``: alternating halves, a conflicting re-read every ``conflict_every``
+        units."""
         first = 0 if unit % 2 == 0 else half
         if unit % command.conflict_every == 0 and unit > 0:
             first = 0 if (unit - 1) % 2 == 0 else half
-        mask = torch.zeros(command.rows, dtype=torch.bool)
-        mask[first + context.rank * seen // 2 : first + (context.rank + 1) * seen // 2] = True
+        mask = np.zeros(command.rows, dtype=bool)
+        mask[first + rank * seen // 2 : first + (rank + 1) * seen // 2] = True
         return mask
 
+    predictor = None
+    if settings.get("read_scopes") == "predicted":
+        predictor = _ExactRowsPredictor(rows_of, context.rank, context.world_size)
+    config = RuntimeConfig(min_buckets=command.min_buckets, **settings)
+    runtime = config.setup(params=params, optimizers=optimizers, context=context, predictor=predictor)
+
     def unit_functions(unit: int):
-        mask = scope(unit)
+        mask = torch.from_numpy(rows_of(unit, context.rank))
 
         def compute(views):
             previous, counter.counting = counter.counting, False
