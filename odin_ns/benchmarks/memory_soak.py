@@ -1,11 +1,13 @@
-"""Resident memory of every rank over a long multi-rank training run: a leak shows as a slope.
+"""Host and device memory of every rank over a long multi-rank training run: a leak shows as a slope.
 
-Trains odin-splatfacto under torchrun (gloo on the CPU, NCCL on GPUs) on a generated demo scene, densification
-stopped early so the Gaussian count settles, and samples each rank's resident set size (and, on GPUs, nothing else:
-device memory is in nerfstudio's tensorboard scalar "GPU Memory (MB)") against the step its unit log has reached.
-Prints the table, writes results.json and a plot.
+Trains odin-splatfacto under torchrun (gloo on the CPU, NCCL on GPUs) on a capture (by default a small generated demo
+scene), densification stopped at ``--stop-split-at`` views so the Gaussian count settles, and samples each rank's
+resident set size and, where ``nvidia-smi`` runs, the GPU memory its process holds (the caching allocator's reserve
+included: what a leak would grow), against the step its unit log has reached. Prints the table, writes results.json
+and a plot.
 
-Usage: ``python -m odin_ns.benchmarks.memory_soak --steps 5000 --ranks 2 --out outputs/memory_soak``.
+Usage: ``python -m odin_ns.benchmarks.memory_soak --steps 5000 --ranks 2 --out outputs/memory_soak``; on GPUs, e.g.
+``--data /tmp/large --steps 30000 --stop-split-at 15000``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import psutil
 import tyro
@@ -28,6 +31,8 @@ from odin_ns.runtime.records import unit_log
 class MemorySoakCommand:
     """Sample each rank's resident memory over a long training run."""
 
+    data: Optional[Path] = None
+    """Capture to train on; None: a small generated demo scene (written under ``out``)."""
     steps: int = 5000
     ranks: int = 2
     out: Path = Path("outputs/memory_soak")
@@ -39,7 +44,11 @@ class MemorySoakCommand:
         from odin_ns.data.demo_scene import generate_demo_scene
 
         self.out.mkdir(parents=True, exist_ok=True)
-        scene = generate_demo_scene(self.out / "scene", num_views=24, width=64, height=48, gaussians_per_region=400, seed=3)
+        if self.data is not None and not self.data.exists():
+            raise SystemExit(f"error: data directory does not exist: {self.data}")
+        scene = self.data or generate_demo_scene(
+            self.out / "scene", num_views=24, width=64, height=48, gaussians_per_region=400, seed=3
+        )
         runs = self.out / "runs"
         command = [
             sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(self.ranks),
@@ -63,7 +72,11 @@ class MemorySoakCommand:
             except psutil.NoSuchProcess:
                 continue
             if step is not None and len(rss) == self.ranks:
-                samples.append({"seconds": round(time.monotonic() - start, 1), "step": step, "rss_mb": rss})
+                sample = {"seconds": round(time.monotonic() - start, 1), "step": step, "rss_mb": rss}
+                gpu_mb = gpu_memory_by_pid()
+                if all(process.pid in gpu_mb for process in by_rank):
+                    sample["gpu_mb"] = [gpu_mb[process.pid] for process in by_rank]
+                samples.append(sample)
         if launcher.returncode != 0:
             raise SystemExit(f"error: training exited {launcher.returncode}: {launcher.stderr.read()[-2000:]}")
         results = {"command": " ".join(command), "samples": samples}
@@ -84,22 +97,41 @@ class MemorySoakCommand:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        print("| step | " + " | ".join(f"rank {r} RSS (MB)" for r in range(self.ranks)) + " |")
-        print("|---|" + "---|" * self.ranks)
+        kinds = [("rss_mb", "RSS")] + ([("gpu_mb", "GPU")] if samples and all("gpu_mb" in s for s in samples) else [])
+        print("| step | " + " | ".join(f"rank {r} {label} (MB)" for _, label in kinds for r in range(self.ranks)) + " |")
+        print("|---|" + "---|" * (self.ranks * len(kinds)))
         stride = max(1, len(samples) // 12)
         for sample in samples[::stride] + samples[-1:]:
-            print(f"| {sample['step']} | " + " | ".join(f"{mb:.0f}" for mb in sample["rss_mb"]) + " |")
-        figure, axes = plt.subplots(figsize=(7, 3.5))
-        for rank in range(self.ranks):
-            axes.plot([s["step"] for s in samples], [s["rss_mb"][rank] for s in samples], label=f"rank {rank}")
-        axes.axvline(self.stop_split_at / self.ranks, color="gray", linestyle=":", label="densification stops")
-        axes.set_xlabel("step")
-        axes.set_ylabel("resident memory (MB)")
-        axes.set_ylim(bottom=0)
-        axes.legend()
+            print(f"| {sample['step']} | " + " | ".join(f"{mb:.0f}" for key, _ in kinds for mb in sample[key]) + " |")
+        figure, all_axes = plt.subplots(1, len(kinds), figsize=(7 * len(kinds), 3.5), squeeze=False)
+        for axes, (key, label) in zip(all_axes[0], kinds):
+            for rank in range(self.ranks):
+                axes.plot([s["step"] for s in samples], [s[key][rank] for s in samples], label=f"rank {rank}")
+            axes.axvline(self.stop_split_at / self.ranks, color="gray", linestyle=":", label="densification stops")
+            axes.set_xlabel("step")
+            axes.set_ylabel("resident memory (MB)" if key == "rss_mb" else "GPU memory of the process (MB)")
+            axes.set_ylim(bottom=0)
+            axes.legend()
         figure.tight_layout()
         figure.savefig(self.out / "memory_soak.png", dpi=120)
         print(f"wrote {self.out / 'results.json'} and {self.out / 'memory_soak.png'}")
+
+
+def gpu_memory_by_pid() -> dict[int, float]:
+    """GPU memory (MB) each process holds, from ``nvidia-smi``; empty where it is absent or fails."""
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    usage: dict[int, float] = {}
+    for line in listing.splitlines():
+        pid, _, megabytes = line.partition(",")
+        if pid.strip().isdigit() and megabytes.strip().replace(".", "", 1).isdigit():
+            usage[int(pid)] = usage.get(int(pid), 0.0) + float(megabytes)
+    return usage
 
 
 def entrypoint() -> None:
