@@ -88,8 +88,9 @@ def test_bench_run_summarizes_the_steady_half_of_rank_0s_unit_log(tmp_path: Path
     json.dumps(run)  # results.json holds it
 
 
-def write_results(path: Path, runs: list, steps: int = 600) -> Path:
-    path.write_text(json.dumps({"data": "data/cup77", "steps": steps, "gpus": 2, "runs": runs,
+def write_results(path: Path, runs: list, steps: int = 600, steps_per_log: int | None = 10) -> Path:
+    cadence = {} if steps_per_log is None else {"steps_per_log": steps_per_log}  # None: written before the option
+    path.write_text(json.dumps({"data": "data/cup77", "steps": steps, **cadence, "gpus": 2, "runs": runs,
                                 "summary": summarize_configurations(runs), "environment": {"gpu": "test"}}))
     return path
 
@@ -111,8 +112,11 @@ def test_bench_report_merges_seeds_of_separate_invocations(tmp_path: Path):
 def test_bench_report_refuses_mixed_benches_and_repeated_seeds(tmp_path: Path):
     first = write_results(tmp_path / "a.json", [run("sync", 0, 27.0)])
     other_steps = write_results(tmp_path / "b.json", [run("sync", 1, 27.0)], steps=200)
-    with pytest.raises(SystemExit, match="differ in data or steps"):
+    with pytest.raises(SystemExit, match="differ in data, steps or logging cadence"):
         BenchReportCommand(results=(first, other_steps), out=tmp_path / "x").main()
+    older = write_results(tmp_path / "c.json", [run("sync", 1, 27.0)], steps_per_log=None)
+    with pytest.raises(SystemExit, match="differ in data, steps or logging cadence"):
+        BenchReportCommand(results=(first, older), out=tmp_path / "z").main()
     with pytest.raises(SystemExit, match="appears twice"):
         BenchReportCommand(results=(first, first), out=tmp_path / "y").main()
 

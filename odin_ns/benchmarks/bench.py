@@ -102,7 +102,8 @@ class BenchCommand:
         plan = [(seed, *configuration) for seed in seeds for configuration in self.configurations(modes)]
         for seed, name, ranks, views in tqdm(plan, desc="bench runs", unit="run"):
             runs.append(self._run(name, ranks, seed, views))
-            results = {"data": str(self.data), "steps": self.steps, "gpus": self.gpus, "runs": runs,
+            results = {"data": str(self.data), "steps": self.steps, "steps_per_log": self.steps_per_log,
+                       "gpus": self.gpus, "runs": runs,
                        "summary": summarize_configurations(runs), "environment": environment()}
             (self.out / "results.json").write_text(json.dumps(results, indent=2))  # after every run: partial results survive
         report(results, self.out)
@@ -166,9 +167,10 @@ class BenchReportCommand:
         loaded = [json.loads(path.read_text()) for path in self.results]
         if not loaded:
             raise SystemExit("error: give at least one results.json")
-        setups = {(Path(result["data"]).name, result["steps"]) for result in loaded}
+        setups = {(Path(result["data"]).name, result["steps"], result.get("steps_per_log")) for result in loaded}
         if len(setups) > 1:
-            raise SystemExit(f"error: the results differ in data or steps: {sorted(setups)}")
+            raise SystemExit(f"error: the results differ in data, steps or logging cadence (steps per log; None: "
+                             f"an older bench's): {sorted(setups, key=str)}")
         runs = [run for result in loaded for run in result["runs"]]
         keys = [(run["name"], run["ranks"], run.get("views_per_rank", 1), run["seed"]) for run in runs]
         repeated = sorted({key for key in keys if keys.count(key) > 1})
