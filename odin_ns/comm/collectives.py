@@ -172,73 +172,18 @@ def all_gather_async(
     )
 
 
-def all_reduce_sum_async(
+def in_place_async(
     buffer: torch.Tensor,
+    launch: Callable[[torch.Tensor], dist.Work],
     what: str,
     timeout: timedelta,
     clock: Clock,
     stream: torch.cuda.Stream | None = None,
-    group: dist.ProcessGroup | None = None,
     watch: CollectiveWatch | None = None,
 ) -> Collective:
-    """Sum ``buffer`` over ranks in place."""
-    return Collective(
-        what,
-        buffer,
-        (buffer,),
-        lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group, async_op=True),
-        timeout,
-        clock,
-        stream,
-        watch,
-    )
-
-
-def reduce_sum_async(
-    buffer: torch.Tensor,
-    owner: int,
-    what: str,
-    timeout: timedelta,
-    clock: Clock,
-    stream: torch.cuda.Stream | None = None,
-    group: dist.ProcessGroup | None = None,
-    watch: CollectiveWatch | None = None,
-) -> Collective:
-    """Sum ``buffer`` over ranks into rank ``owner``'s (its rank in ``group``), in place; the others' are left as
-    they are."""
-    return Collective(
-        what,
-        buffer,
-        (buffer,),
-        lambda: dist.reduce(buffer, op=dist.ReduceOp.SUM, group=group, async_op=True, group_dst=owner),
-        timeout,
-        clock,
-        stream,
-        watch,
-    )
-
-
-def broadcast_async(
-    buffer: torch.Tensor,
-    owner: int,
-    what: str,
-    timeout: timedelta,
-    clock: Clock,
-    stream: torch.cuda.Stream | None = None,
-    group: dist.ProcessGroup | None = None,
-    watch: CollectiveWatch | None = None,
-) -> Collective:
-    """Overwrite ``buffer`` on every rank with rank ``owner``'s, in place."""
-    return Collective(
-        what,
-        buffer,
-        (buffer,),
-        lambda: dist.broadcast(buffer, group=group, async_op=True, group_src=owner),
-        timeout,
-        clock,
-        stream,
-        watch,
-    )
+    """A collective that reads and writes ``buffer`` in place (all-reduce, reduce, broadcast), in flight;
+    ``launch(buffer)`` issues it with ``async_op=True``."""
+    return Collective(what, buffer, (buffer,), lambda: launch(buffer), timeout, clock, stream, watch)
 
 
 def all_reduce_statistics(

@@ -28,9 +28,7 @@ from odin_ns.comm.collectives import (
     all_gather_async,
     all_gather_into_tensor,
     all_reduce_statistics,
-    all_reduce_sum_async,
-    broadcast_async,
-    reduce_sum_async,
+    in_place_async,
 )
 from odin_ns.comm.process_group import (
     abort_group,
@@ -204,25 +202,31 @@ class DistContext:
 
     def all_reduce_sum_async(
         self, buffer: torch.Tensor, what: str, clock: Clock, stream: torch.cuda.Stream | None
-    ) -> Collective:
+    ) -> Collective | LocalResult:
         """``buffer`` summed over ranks in place, in flight."""
-        return all_reduce_sum_async(buffer, what, self.timeout, clock, stream, self.group, self.watch)
+        return self._in_place(buffer, what, clock, stream,
+                              lambda b: dist.all_reduce(b, op=dist.ReduceOp.SUM, group=self.group, async_op=True))
 
     def reduce_sum_async(
         self, buffer: torch.Tensor, owner: int, what: str, clock: Clock, stream: torch.cuda.Stream | None
     ) -> Collective | LocalResult:
-        """``buffer`` summed over ranks into rank ``owner``'s, in flight."""
-        if self.world_size == 1:
-            return LocalResult(buffer, clock)
-        return reduce_sum_async(buffer, owner, what, self.timeout, clock, stream, self.group, self.watch)
+        """``buffer`` summed over ranks into rank ``owner``'s, in place, in flight (the others' stay as they are)."""
+        return self._in_place(buffer, what, clock, stream, lambda b: dist.reduce(
+            b, op=dist.ReduceOp.SUM, group=self.group, async_op=True, group_dst=owner))
 
     def broadcast_async(
         self, buffer: torch.Tensor, owner: int, what: str, clock: Clock, stream: torch.cuda.Stream | None
     ) -> Collective | LocalResult:
         """``buffer`` overwritten with rank ``owner``'s on every rank, in flight."""
+        return self._in_place(buffer, what, clock, stream,
+                              lambda b: dist.broadcast(b, group=self.group, async_op=True, group_src=owner))
+
+    def _in_place(
+        self, buffer: torch.Tensor, what: str, clock: Clock, stream: torch.cuda.Stream | None, launch
+    ) -> Collective | LocalResult:
         if self.world_size == 1:
             return LocalResult(buffer, clock)
-        return broadcast_async(buffer, owner, what, self.timeout, clock, stream, self.group, self.watch)
+        return in_place_async(buffer, launch, what, self.timeout, clock, stream, self.watch)
 
     def _blocking(self, what: str, launch) -> None:
         if self.watch is not None:
