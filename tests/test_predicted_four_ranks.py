@@ -1,13 +1,14 @@
-"""Predicted read scopes on 4 ranks (gloo): quality-first decided ahead equals sync on every rank, across a
-structural change; the 2-rank scenarios are in test_runtime_distributed.py."""
+"""Four gloo ranks: quality-first with predicted read scopes equals sync on every rank, across a structural change,
+and so does sync with a sharded optimizer; the 2-rank scenarios are in test_runtime_distributed.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
-from runtime_toy import cell_view, spawn_ranks
-from test_runtime_distributed import assert_same_state, records_of, train_predicted
+from runtime_toy import cell_view, initial_params, spawn_ranks
+from test_runtime_distributed import assert_same_state, records_of, train, train_predicted
 
 WORLD_SIZE = 4
 ROWS_APART = [[cell_view(cell) for cell in cells] for cells in [(0, 1, 2, 3), (12, 13, 14, 15)] * 12]
@@ -21,13 +22,21 @@ def worker(rank: int, out_dir: Path) -> None:
         for name, densify in (("train", False), ("densify", True))
         for mode in ("sync", "quality-first")
     }
+    results["sync/replicated"] = train(rank, ROWS_APART, initial_params(), mode="sync")
+    results["sync/sharded"] = train(rank, ROWS_APART, initial_params(), mode="sync", sharded_optimizer=True)
     torch.save(results, out_dir / f"rank{rank}.pt")
 
 
-def test_four_ranks_predicted_read_scopes_equal_sync(tmp_path: Path):
-    exit_codes = spawn_ranks(worker, tmp_path, WORLD_SIZE, backend="gloo")
-    assert exit_codes == [0] * WORLD_SIZE, [error.read_text() for error in sorted(tmp_path.glob("rank*.error"))]
-    results = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD_SIZE)]
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> list[dict]:
+    """Every rank's results of one spawn of four ranks."""
+    out_dir = tmp_path_factory.mktemp("four-ranks")
+    exit_codes = spawn_ranks(worker, out_dir, WORLD_SIZE, backend="gloo")
+    assert exit_codes == [0] * WORLD_SIZE, [error.read_text() for error in sorted(out_dir.glob("rank*.error"))]
+    return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(WORLD_SIZE)]
+
+
+def test_four_ranks_predicted_read_scopes_equal_sync(results):
     for rank_results in results:
         for name in ("train", "densify"):
             assert_same_state(rank_results[f"{name}/quality-first"][0], rank_results[f"{name}/sync"][0])
@@ -35,3 +44,11 @@ def test_four_ranks_predicted_read_scopes_equal_sync(tmp_path: Path):
         assert windows and all(window.predicted and window.overlapped for window in windows)
     for rank_results in results[1:]:
         assert_same_state(rank_results["train/quality-first"][0], results[0]["train/quality-first"][0])
+
+
+def test_four_ranks_sharded_optimizer_equals_the_replicated_one(results):
+    """Four shards, each reduced to and stepped by its owner, then broadcast: bitwise the replicated optimizer's
+    state on every rank (gloo sums the four addends in the same order for a reduce as for an all-reduce)."""
+    for rank_results in results:
+        assert_same_state(rank_results["sync/sharded"][0], rank_results["sync/replicated"][0])
+        assert {record.exchange for record in records_of(rank_results["sync/sharded"])} == {"sharded"}
