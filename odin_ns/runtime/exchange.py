@@ -113,10 +113,7 @@ class GradientExchange:
     def launch_sharded(self, staged: StagedUnit) -> InFlightExchange:
         """Gather the scopes of ``staged`` and reduce each shard's gradient rows to its owner (``arrive`` with this
         rank's index then waits for its own shard, averaged)."""
-        scopes = torch.stack([staged.visible, torch.zeros_like(staged.visible)])
-        gathered = self.context.all_gather_async(scopes, f"scope exchange of unit {staged.unit_id}", self.clock, self.stream)
-        in_flight = InFlightExchange(staged, gathered)
-        staged.trace.record.bytes_exchanged += gathered.payload_bytes
+        in_flight = self._gather_scopes(staged, read_scope=None, maxima=None)
         staged.trace.record.exchange = "sharded" if self.context.world_size > 1 else "local"
         in_flight.packed = staged.gradient_table
         in_flight.packed_offsets = [lo for lo, _ in self.shards] + [self.shards[-1][1]]
@@ -156,15 +153,22 @@ class GradientExchange:
         bucket: ``first_buckets`` first, then the others in row order. The buckets of one stream complete in launch
         order, so a unit that waits for a few buckets should have them launched first; every rank must give the
         same ``first_buckets`` (collectives must match across ranks)."""
+        in_flight = self._gather_scopes(staged, read_scope, maxima)
+        if self.config.exchange == "dense":
+            self._launch_buckets(in_flight, scoped_indices=None, first_buckets=first_buckets)
+        return in_flight
+
+    def _gather_scopes(
+        self, staged: StagedUnit, read_scope: torch.Tensor | None, maxima: torch.Tensor | None
+    ) -> InFlightExchange:
+        """Launch the all-gather of ``staged``'s update scope, the waiting unit's read scope (zeros when none waits)
+        and throughput-first's block maxima: the exchange of every unit starts with it."""
         scopes = torch.stack([staged.visible, read_scope if read_scope is not None else torch.zeros_like(staged.visible)])
         if maxima is not None:
             scopes = torch.cat([scopes, maxima.view(torch.int32)])
         gathered = self.context.all_gather_async(scopes, f"scope exchange of unit {staged.unit_id}", self.clock, self.stream)
-        in_flight = InFlightExchange(staged, gathered)
         staged.trace.record.bytes_exchanged += gathered.payload_bytes
-        if self.config.exchange == "dense":
-            self._launch_buckets(in_flight, scoped_indices=None, first_buckets=first_buckets)
-        return in_flight
+        return InFlightExchange(staged, gathered)
 
     def read_scopes(self, in_flight: InFlightExchange) -> None:
         """Wait for the scope gather; set the update scope and, where host counts are needed, the window's hazards
