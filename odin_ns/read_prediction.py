@@ -80,10 +80,11 @@ class SplatReadPredictor:
         self._bounds.refresh(params, wait=True)
         self._largest_lrs = self._current_lrs()
 
-    def published(self, params: Mapping[str, torch.Tensor]) -> None:
+    def published(self, params: Mapping[str, torch.Tensor], refresh: bool = True) -> None:
         self._largest_lrs = tuple(map(max, self._largest_lrs, self._current_lrs()))
         self._bounds.tick()
-        self._bounds.refresh(params)
+        if refresh:
+            self._bounds.refresh(params)
 
     def read_buckets(self, unit_id: int, every_rank: bool) -> np.ndarray:
         bounds, age = self._bounds.latest()

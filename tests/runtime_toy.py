@@ -113,9 +113,10 @@ class ToyReadPredictor:
         self.bounds = BucketBounds(boxes)
         self.bounds.refresh(params, wait=True)
 
-    def published(self, params) -> None:
+    def published(self, params, refresh: bool = True) -> None:
         self.bounds.tick()
-        self.bounds.refresh(params)
+        if refresh:
+            self.bounds.refresh(params)
 
     def read_buckets(self, unit_id: int, every_rank: bool):
         boxes, age = self.bounds.latest()

@@ -140,14 +140,16 @@ APART = [[cell_view(cells[rank]) for rank in range(WORLD_SIZE)] for cells in [(0
 so the views of the next unit must not neighbour this unit's for their predicted scopes to miss each other."""
 
 
-def train_predicted(rank: int, mode: str, schedule=APART, densify: bool = False, predictor=None) -> tuple[dict, list]:
+def train_predicted(
+    rank: int, mode: str, schedule=APART, densify: bool = False, predictor=None, **config
+) -> tuple[dict, list]:
     """Cell-sorted rows, small means steps, 16 buckets; quality-first with predicted read scopes (``predictor``, by
     default the toy's conservative one) or the mode given."""
     model = ToyModel(cell_sorted(initial_params()), PREDICTED_LEARNING_RATES)
     if mode == "quality-first" and predictor is None:
         predictor = ToyReadPredictor(schedule, rank, PREDICTED_LEARNING_RATES["means"])
     extra = dict(read_scopes="predicted", predictor=predictor) if predictor is not None else {}
-    runtime = make_runtime(model, mode=mode, min_buckets=PREDICTED_BUCKETS, **extra)
+    runtime = make_runtime(model, mode=mode, min_buckets=PREDICTED_BUCKETS, **extra, **config)
     if densify:
         run_with_structural_change(runtime, model, schedule[:20], 10, rank)
     else:
@@ -163,6 +165,33 @@ class FirstBucketOnly(ToyReadPredictor):
         hit = super().read_buckets(unit_id, every_rank)
         hit[1:] = False
         return hit
+
+
+class RecordingPredictor(ToyReadPredictor):
+    """The toy's predictor, recording which units the runtime asked about and whether each publication refreshed
+    the bounds."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.asked: list[int] = []
+        self.refreshed: list[bool] = []
+
+    def published(self, params, refresh: bool = True) -> None:
+        self.refreshed.append(refresh)
+        super().published(params, refresh)
+
+    def read_buckets(self, unit_id: int, every_rank: bool):
+        self.asked.append(unit_id)
+        return super().read_buckets(unit_id, every_rank)
+
+
+def predicted_sync_path_stretches(rank: int) -> tuple[dict, list, list[int], list[bool]]:
+    """Quality-first with predicted scopes over SAME_CELL (every unit reads all the previous one updated), with a
+    stretch after 3 units that left nothing in flight: (state, records, units asked about, refresh per publication)."""
+    predictor = RecordingPredictor(SAME_CELL, rank, PREDICTED_LEARNING_RATES["means"])
+    state, records = train_predicted(rank, "quality-first", SAME_CELL, predictor=predictor, fallback_after=3,
+                                     fallback_units=4)
+    return state, records, predictor.asked, predictor.refreshed
 
 
 def host_reads_of_predicted_windows(rank: int) -> tuple[list[str], list]:
@@ -272,6 +301,7 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
         results[f"predicted-densify/{mode}"] = train_predicted(rank, mode, densify=True)
     for mode in ("sync", "quality-first"):
         results[f"predicted-conflicting/{mode}"] = train_predicted(rank, mode, SAME_CELL)
+    results["predicted-stretch"] = predicted_sync_path_stretches(rank)
     results["mispredicted"] = misprediction_error(rank)
     results["predicted-host-reads"] = host_reads_of_predicted_windows(rank)
     results["launch-order"] = bucket_launch_order(rank)
@@ -365,6 +395,21 @@ def test_units_predicted_to_conflict_entirely_take_syncs_path(results):
         records = records_of(run)
         assert all(record.window is None for record in records)
         assert all(record.sync_path for record in records[:-1])
+
+
+def test_predicted_sync_path_stretches_skip_the_prediction(results):
+    """Units 0-2 each publish at once (the plan's next unit reads everything they update): three windows that left
+    nothing in flight start a stretch of 4 units (3-6) that run as sync does, asking the predictor nothing; no
+    bounds are refreshed from the publication of the unit that started it (2) until its last unit's. Units 7-9
+    probe again and start the next stretch (10-11). The state is sync's."""
+    for rank_results in results:
+        state, records, asked, refreshed = rank_results["predicted-stretch"]
+        assert_same_state(state, rank_results["predicted-conflicting/sync"][0])
+        records = [UnitRecord.from_json(record) for record in records]
+        assert all(record.sync_path and record.window is None for record in records)
+        # each probing unit asks about itself and the plan's next unit
+        assert asked == [0, 1, 1, 2, 2, 3, 7, 8, 8, 9, 9, 10]
+        assert refreshed == [True] * 2 + [False] * 4 + [True] * 3 + [False] * 3
 
 
 def test_a_window_decided_from_predicted_scopes_reads_nothing_from_the_device(results):

@@ -153,7 +153,7 @@ class _ExactRowsPredictor:
     def rebind(self, params, buckets) -> None:
         self._starts = np.array([lo for lo, _ in buckets.ranges])
 
-    def published(self, params) -> None:
+    def published(self, params, refresh: bool = True) -> None:
         pass
 
     def read_buckets(self, unit_id: int, every_rank: bool) -> np.ndarray:

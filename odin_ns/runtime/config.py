@@ -62,8 +62,9 @@ class RuntimeConfig:
     """A rank waiting longer than this on a collective (a peer died or hung) exits with an error naming it."""
     fallback_after: int = 16
     """Overlapped modes: after this many windows in a row that left nothing in flight (as on captures where every
-    view sees almost everything), run ``fallback_units`` units on sync's path (no read-scope pass, hazard read or
-    validation: host work that cannot pay), then probe again; 0: never. The parameters are sync's either way."""
+    view sees almost everything), run ``fallback_units`` units on sync's path (measured read scopes: no read-scope
+    pass, hazard read or validation; predicted: no bounds refresh or prediction; host work that cannot pay), then
+    probe again; 0: never. The parameters are sync's either way."""
     fallback_units: int = 64
     read_scopes: ReadScopes = "measured"
     """quality-first: how the next unit's read scope is known. measured: projected, all-gathered with the update

@@ -232,7 +232,7 @@ class OdinRuntime:
         decision = decide(in_flight, self.policy, self._exchange.buckets)
         for run in consecutive_runs(decision.publish_first):
             self._publish_run(in_flight, run)
-        self._stretches.count(decision.record)
+        self._stretches.count(decision.record.overlapped)
         trace.record.window = decision.record
         return in_flight
 
@@ -275,7 +275,9 @@ class OdinRuntime:
         """Stage the unit; publish it at once, as sync does, where the plan's next unit would wait for all of it."""
         self._pending = self._stage(unit_id, staging, visible, trace)
         self._average_dense_gradients(unit_id)
-        if self._next_window_waits_for_everything(unit_id):  # after the dense all-reduce, as every unit's
+        waits_for_everything = self._next_window_waits_for_everything(unit_id)
+        self._stretches.count(overlapped=not waits_for_everything)
+        if waits_for_everything:  # after the dense all-reduce, as every unit's
             trace.record.sync_path = True
             self._publish_pending()
         return loss
@@ -382,8 +384,8 @@ class OdinRuntime:
         collectives = in_flight.collectives()
         trace.add_span("comm_s", in_flight.scopes.started, latest([c.finished for c in collectives]))
         self.stats.file(trace)
-        if self._predictor is not None:
-            self._predictor.published(self._params)
+        if self._predictor is not None:  # inside a sync-path stretch nothing reads the bounds until it ends
+            self._predictor.published(self._params, refresh=not self._stretches.in_stretch)
 
     def _saw_stale_rows(
         self, in_flight: InFlightExchange, late_buckets: list[int], visible: torch.Tensor, visible_fn: VisibleFn

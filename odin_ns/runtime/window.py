@@ -106,18 +106,25 @@ def saw_stale_rows(
 
 class SyncPathStretches:
     """After ``after`` windows in a row that left nothing in flight, run ``units`` units on sync's path (no
-    read-scope pass, hazard read or validation: host work that cannot pay), then probe again. Every rank counts the
-    same windows (decided from gathered scopes), so every rank switches at the same unit."""
+    read-scope pass, hazard read or validation, and with predicted read scopes no bounds refresh or prediction: host
+    work that cannot pay), then probe again. Every rank counts the same windows (decided from gathered scopes, or
+    from the plan and bounds adopted alike), so every rank switches at the same unit."""
 
     def __init__(self, after: int, units: int):
         self.after, self.units = after, units
         self._idle_windows = 0
         self._remaining = 0
 
-    def count(self, record: WindowRecord) -> None:
-        self._idle_windows = 0 if record.overlapped else self._idle_windows + 1
+    def count(self, overlapped: bool) -> None:
+        """One more window: ``overlapped`` if it left some bucket of the previous unit in flight."""
+        self._idle_windows = 0 if overlapped else self._idle_windows + 1
         if self.after and self._idle_windows >= self.after:
             self._idle_windows, self._remaining = 0, self.units
+
+    @property
+    def in_stretch(self) -> bool:
+        """Whether units of the current stretch are still to run (after ``take_sync_unit`` took its last: False)."""
+        return self._remaining > 0
 
     def take_sync_unit(self) -> bool:
         """Whether the next unit runs on sync's path (and count it)."""

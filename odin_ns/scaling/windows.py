@@ -151,7 +151,7 @@ def window_decisions(
             continue
         hazards = _draw_hazards(fitted, rows, world_size, views_per_rank, policy.needs_delay_bounds, rng)
         decision = decide(_in_flight(hazards), policy, RowBuckets(len(rows) * BITS_PER_WORD, BITS_PER_WORD))
-        stretches.count(decision.record)
+        stretches.count(decision.record.overlapped)
         decisions.append(decision)
     return decisions
 

@@ -50,8 +50,9 @@ class ReadPredictor(Protocol):
     def rebind(self, params: Mapping[str, torch.Tensor], buckets: RowBuckets) -> None:
         """The Gaussians were (re)bound, cut into ``buckets``: bound them now (a structural barrier's host wait)."""
 
-    def published(self, params: Mapping[str, torch.Tensor]) -> None:
-        """A unit's update was published into ``params``: refresh the bounds, asynchronously."""
+    def published(self, params: Mapping[str, torch.Tensor], refresh: bool = True) -> None:
+        """A unit's update was published into ``params``: the bounds are one publication older; ``refresh``: start
+        bounding ``params`` anew, asynchronously."""
 
     def read_buckets(self, unit_id: int, every_rank: bool) -> np.ndarray:
         """bool [buckets]: the buckets holding every row unit ``unit_id``'s views can see (this rank's views, or
