@@ -17,6 +17,7 @@ What changes:
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
@@ -38,6 +39,7 @@ from scipy.spatial import cKDTree
 from odin_ns.kernels.ssim import fused_ssim
 from odin_ns.metrics import LazyLPIPS
 from odin_ns.rendering import RendererName, project_visibility, rasterize_fn, resolve_renderer
+from odin_ns.rendering.presized import PresizedIntersections
 from odin_ns.strategy import OdinStrategy, morton_order
 
 
@@ -53,6 +55,11 @@ class OdinSplatfactoModelConfig(SplatfactoModelConfig):
     densify_grad_thresh_without_absgrad: float = 0.0002
     """Densification threshold on the plain 2D mean gradient, used where absgrad is unavailable (reference renderer).
     0.0002 is the 3DGS/gsplat default for plain gradients; ``densify_grad_thresh`` (0.0008) is tuned for absgrad."""
+    presized_intersections: bool = False
+    """gsplat renderer: size each training render's tile-intersection buffers from the count the same views had at
+    their previous render (read late), so that the forward reads nothing on the host. gsplat's own sizing waits for
+    the GPU, and with several ranks for the previous unit's exchange; a view's first render, and the first after a
+    resolution or Gaussian-count change, is sized exactly (``odin_ns.rendering.presized``)."""
 
 
 NEAR_PLANE = 0.01
@@ -135,6 +142,10 @@ class OdinSplatfactoModel(SplatfactoModel):
 
     def populate_modules(self) -> None:
         self.renderer = resolve_renderer(self.config.renderer, torch.device(self.kwargs.get("device", "cpu")))
+        if self.config.presized_intersections and self.renderer != "gsplat":
+            raise ValueError(f"presized_intersections sizes gsplat's intersection buffers; the renderer here is "
+                             f"'{self.renderer}' (gsplat needs CUDA)")
+        self._presized = PresizedIntersections() if self.config.presized_intersections else None
         self.gauss_params = torch.nn.ParameterDict(self._initial_gaussians())
         self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
 
@@ -274,7 +285,8 @@ class OdinSplatfactoModel(SplatfactoModel):
         """Rasterize the (cropped) Gaussians into ``camera``; returns gsplat's (colors, alphas, info)."""
         inputs = self._rasterization_inputs(camera)
         self.last_size = (inputs["height"], inputs["width"])
-        return rasterize_fn(self.renderer)(
+        render = functools.partial(
+            rasterize_fn(self.renderer),
             **inputs,
             packed=False,
             render_mode=render_mode,
@@ -282,6 +294,12 @@ class OdinSplatfactoModel(SplatfactoModel):
             absgrad=self.strategy.absgrad,
             rasterize_mode=self.config.rasterize_mode,
         )
+        if self._presized is None or not self.training:
+            return render()
+        # what decides the count: the views, their resolution and the Gaussians (a count of rows, not their values)
+        key = (tuple(training_views(camera)), inputs["width"], inputs["height"], inputs["means"].shape[0])
+        with self._presized.render(key):
+            return render()
 
     @torch.no_grad()
     def visible_gaussians(self, camera: Cameras) -> torch.Tensor:

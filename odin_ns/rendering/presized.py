@@ -1,0 +1,254 @@
+"""Tile intersections sized ahead: gsplat's ``rasterization`` without the host read in its forward.
+
+gsplat sizes its (Gaussian, tile) intersection buffers by reading their count on the host (``isect_tiles``: a
+cumulative sum, then ``.item()``). That read waits for everything queued on the stream before it, so in a training
+step it ties the host to the GPU once per forward, and under data parallelism to the previous unit's exchange and
+through it to the slowest peer: the host cannot run ahead, and the exchange shows as host-blocked time
+(docs/results.md, "Where the step goes").
+
+Here the buffers have a capacity chosen on the host from the count the same views produced when they were last
+rendered (``IntersectionBudget``), read a few renders later behind an event that has long completed. The
+intersections are built on the device for the tile grid extended by one row: the slots past the true count hold
+padding keyed to that extra row's last tile, which the sort leaves at the end and the tile mask skips in both
+kernels, so the real pairs, their order and the rendered image are gsplat's own. A render whose count exceeded its
+capacity (the views' Gaussians grew their footprint faster than the headroom) has lost the pairs past it; the budget
+sees that when it reads the count, warns and doubles its headroom. Views without a count yet (first renders, a new
+resolution or Gaussian count) are sized exactly, with gsplat's read.
+
+``PresizedIntersections`` installs the three functions gsplat's ``rasterization`` calls for this (tile intersection,
+offset encoding, rasterization to pixels) so that a render inside ``render(key)`` on the installing thread takes this
+path and every other call, such as the viewer's renders from its own thread, takes gsplat's unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from nerfstudio.utils.rich_utils import CONSOLE
+
+ROUND_TO = 1 << 16
+"""Capacities are multiples of this many slots, so that a view's buffers keep their size while its count drifts
+(the caching allocator then hands back the same blocks)."""
+
+
+def tile_key_bits(n_cameras: int, tile_width: int, tile_height: int) -> int:
+    """Bits of a tile id in an intersection key over the grid extended by one padding row (what gsplat's offset
+    encoding decodes with when given ``tile_height + 1`` rows)."""
+    tile_bits = int(math.floor(math.log2(tile_width * (tile_height + 1)))) + 1
+    camera_bits = int(math.floor(math.log2(n_cameras))) + 1
+    if tile_bits + camera_bits > 32:
+        raise ValueError(f"{n_cameras} cameras of {tile_width}x{tile_height} tiles do not fit gsplat's 32-bit key")
+    return tile_bits
+
+
+def presized_isect_tiles(
+    means2d: torch.Tensor,
+    radii: torch.Tensor,
+    depths: torch.Tensor,
+    tile_size: int,
+    tile_width: int,
+    tile_height: int,
+    capacity: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """gsplat's ``isect_tiles`` (unpacked, sorted) into ``capacity`` slots, with no host read.
+
+    Returns tiles_per_gauss [C, N] int32, the sorted keys [capacity] int64 and flat Gaussian ids [capacity] int32
+    (keys over the grid extended by one row: ``tile_key_bits``; the slots past the count are padding), and the
+    count [1] int64 on the device. Ties in depth keep the Gaussians' order, as gsplat's stable radix sort does.
+    """
+    n_cameras, n_gaussians = radii.shape
+    device = radii.device
+    tile_bits = tile_key_bits(n_cameras, tile_width, tile_height)
+    lowest, span, counts = _tile_rectangles(means2d, radii, tile_size, tile_width, tile_height)
+    ends = torch.cumsum(counts, 0)
+    total = ends[-1:]
+
+    slots = torch.arange(capacity, device=device)
+    owner = torch.searchsorted(ends, slots, right=True).clamp(max=counts.numel() - 1)
+    index_in_rect = slots - (ends - counts)[owner]
+    rect_width = span[owner, 0].clamp(min=1)
+    row = torch.div(index_in_rect, rect_width, rounding_mode="floor")
+    tile = (lowest[owner, 1] + row) * tile_width + lowest[owner, 0] + index_in_rect - row * rect_width
+    camera = torch.div(owner, n_gaussians, rounding_mode="floor")
+    depth_bits = depths.reshape(-1).contiguous().view(torch.int32).long()[owner]
+    keys = (camera << (32 + tile_bits)) | (tile << 32) | depth_bits
+    padding_key = ((n_cameras - 1) << (32 + tile_bits)) | ((tile_width * (tile_height + 1) - 1) << 32)
+    real = slots < total
+    keys = torch.where(real, keys, padding_key)
+    flat_ids = torch.where(real, owner, 0).int()
+    keys, order = torch.sort(keys, stable=True)
+    return counts.view(n_cameras, n_gaussians).int(), keys, flat_ids[order], total
+
+
+def padded_tile_mask(n_cameras: int, tile_width: int, tile_height: int, device: torch.device) -> torch.Tensor:
+    """bool [C, tile_height + 1, tile_width]: every real tile, not the padding row (both rasterization kernels
+    return at once for a masked tile)."""
+    mask = torch.ones((n_cameras, tile_height + 1, tile_width), dtype=torch.bool, device=device)
+    mask[:, -1] = False
+    return mask
+
+
+@dataclass
+class _PendingCount:
+    key: Hashable
+    capacity: int
+    count: torch.Tensor
+    """[1] int64 in pinned host memory, written behind ``ready``."""
+    ready: torch.cuda.Event | None
+
+
+class IntersectionBudget:
+    """The capacity of each render's intersection buffers, from the count the same key produced before.
+
+    A render's count reaches the host by a non-blocking copy and is adopted ``lag`` renders later, whatever the
+    timing, so the capacities (and with them every render) are the same from run to run."""
+
+    def __init__(self, headroom: float = 0.25, lag: int = 2):
+        if headroom < 0 or lag < 1:
+            raise ValueError(f"headroom must be >= 0 and lag >= 1, got {headroom}, {lag}")
+        self.headroom = headroom
+        self.lag = lag
+        self.counts: dict[Hashable, int] = {}
+        self.overflows = 0
+        """Renders whose count exceeded their capacity (seen when their count was adopted)."""
+        self._pending: deque[_PendingCount] = deque()
+
+    def capacity(self, key: Hashable) -> int | None:
+        """Slots for the next render of ``key``; None: no count known yet (size it exactly)."""
+        count = self.counts.get(key)
+        if count is None:
+            return None
+        return max(ROUND_TO, -(-int(count * (1.0 + self.headroom)) // ROUND_TO) * ROUND_TO)
+
+    def observe(self, key: Hashable, capacity: int | None, count: torch.Tensor) -> None:
+        """A render of ``key`` into ``capacity`` slots (None: sized exactly) counted ``count`` [1] (on the device)."""
+        if count.is_cuda:
+            host = torch.empty(1, dtype=count.dtype, pin_memory=True)
+            host.copy_(count, non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record()
+        else:
+            host, ready = count.clone(), None
+        self._pending.append(_PendingCount(key, capacity if capacity is not None else -1, host, ready))
+        while len(self._pending) > self.lag:
+            self._adopt(self._pending.popleft())
+
+    def _adopt(self, pending: _PendingCount) -> None:
+        if pending.ready is not None:
+            pending.ready.synchronize()  # recorded ``lag`` renders ago: complete by now in a steady step
+        count = int(pending.count[0])
+        self.counts[pending.key] = count
+        if 0 <= pending.capacity < count:
+            self.overflows += 1
+            self.headroom = 2 * self.headroom + 0.25
+            CONSOLE.log(
+                f"[yellow]a render of views {pending.key} counted {count:,} tile intersections, above the "
+                f"{pending.capacity:,} sized ahead: it dropped {count - pending.capacity:,} of them; headroom is now "
+                f"{self.headroom:.2f}[/yellow]"
+            )
+
+
+class _Render(threading.local):
+    """The render in progress on this thread through ``PresizedIntersections.render`` (none: gsplat's path)."""
+
+    key: Hashable | None = None
+    tile_height: int | None = None
+
+
+class PresizedIntersections:
+    """Routes gsplat ``rasterization`` calls made inside ``render(key)`` through presized intersection buffers."""
+
+    _installed_lock = threading.Lock()
+    _render = _Render()
+    _budget_of_thread: dict[int, IntersectionBudget] = {}
+
+    def __init__(self, budget: IntersectionBudget | None = None):
+        self.budget = budget or IntersectionBudget()
+        self._install()
+
+    @contextmanager
+    def render(self, key: Hashable) -> Iterator[None]:
+        """Calls to gsplat's ``rasterization`` in this block size their intersections ahead for ``key`` (the views
+        rendered, their resolution and the Gaussian count: whatever decides the count)."""
+        state = PresizedIntersections._render
+        if state.key is not None:
+            raise RuntimeError("presized renders do not nest")
+        state.key, state.tile_height = key, None
+        PresizedIntersections._budget_of_thread[threading.get_ident()] = self.budget
+        try:
+            yield
+        finally:
+            state.key, state.tile_height = None, None
+
+    @classmethod
+    def _install(cls) -> None:
+        import gsplat.rendering as rendering
+
+        with cls._installed_lock:
+            if getattr(rendering, "_odin_presized", False):
+                return
+            isect_tiles, offset_encode, to_pixels = (
+                rendering.isect_tiles, rendering.isect_offset_encode, rendering.rasterize_to_pixels
+            )
+
+            def isect_tiles_routed(means2d, radii, depths, tile_size, tile_width, tile_height, **kwargs):
+                state = cls._render
+                if state.key is None or kwargs.get("packed", False) or not kwargs.get("sort", True):
+                    return isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, **kwargs)
+                budget = cls._budget_of_thread[threading.get_ident()]
+                capacity = budget.capacity(state.key)
+                exact = capacity is None
+                if exact:  # no count yet: gsplat's sizing, by its own host read
+                    capacity = max(1, int(_count_tiles(means2d, radii, tile_size, tile_width, tile_height)))
+                tiles_per_gauss, keys, flat_ids, total = presized_isect_tiles(
+                    means2d, radii, depths, tile_size, tile_width, tile_height, capacity
+                )
+                budget.observe(state.key, None if exact else capacity, total)
+                state.tile_height = tile_height
+                return tiles_per_gauss, keys, flat_ids
+
+            def offset_encode_routed(isect_ids, n_cameras, tile_width, tile_height):
+                if cls._render.key is None or cls._render.tile_height != tile_height:
+                    return offset_encode(isect_ids, n_cameras, tile_width, tile_height)
+                return offset_encode(isect_ids, n_cameras, tile_width, tile_height + 1)
+
+            def to_pixels_routed(means2d, conics, colors, opacities, width, height, tile_size, isect_offsets,
+                                 flatten_ids, **kwargs):
+                state = cls._render
+                if state.key is not None and state.tile_height is not None and kwargs.get("masks") is None:
+                    n_cameras, rows, tile_width = isect_offsets.shape
+                    if rows == state.tile_height + 1:
+                        kwargs["masks"] = padded_tile_mask(n_cameras, tile_width, state.tile_height,
+                                                           isect_offsets.device)
+                return to_pixels(means2d, conics, colors, opacities, width, height, tile_size, isect_offsets,
+                                 flatten_ids, **kwargs)
+
+            rendering.isect_tiles = isect_tiles_routed
+            rendering.isect_offset_encode = offset_encode_routed
+            rendering.rasterize_to_pixels = to_pixels_routed
+            rendering._odin_presized = True
+
+
+def _tile_rectangles(
+    means2d: torch.Tensor, radii: torch.Tensor, tile_size: int, tile_width: int, tile_height: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per flat Gaussian [C * N]: its first tile (x, y), the width and height of its tile rectangle, and its pair
+    count (0 unless radius > 0): gsplat's rule, in the same float32 operations as its kernel."""
+    radius = radii.reshape(-1).to(means2d.dtype) / tile_size
+    centre = means2d.reshape(-1, 2) / tile_size
+    limits = torch.tensor([tile_width, tile_height], device=radii.device)
+    lowest = torch.minimum(torch.floor(centre - radius[:, None]).long().clamp(min=0), limits)
+    span = torch.minimum(torch.ceil(centre + radius[:, None]).long().clamp(min=0), limits) - lowest
+    return lowest, span, torch.where(radii.reshape(-1) > 0, span[:, 0] * span[:, 1], 0)
+
+
+def _count_tiles(means2d: torch.Tensor, radii: torch.Tensor, tile_size: int, tile_width: int, tile_height: int) -> int:
+    """The exact number of (Gaussian, tile) pairs, read on the host (what gsplat's own sizing does)."""
+    return int(_tile_rectangles(means2d, radii, tile_size, tile_width, tile_height)[2].sum().item())
