@@ -134,3 +134,10 @@ def test_presized_renders_and_gradients_are_gsplats_bitwise():
             assert torch.equal(want, have), f"render {render} differs from gsplat's"
     assert presized.budget.capacity(("views", 0, 1)) is not None and presized.budget.overflows == 0
     assert torch.equal(render_and_grads()[0], expected[0]), "outside render() gsplat's path must be unchanged"
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # a render sized ahead, and its backward, wait for nothing on the host
+    try:
+        with presized.render(("views", 0, 1)):
+            render_and_grads()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

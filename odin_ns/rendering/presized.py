@@ -141,8 +141,8 @@ class IntersectionBudget:
             self._adopt(self._pending.popleft())
 
     def _adopt(self, pending: _PendingCount) -> None:
-        if pending.ready is not None:
-            pending.ready.synchronize()  # recorded ``lag`` renders ago: complete by now in a steady step
+        if pending.ready is not None and not pending.ready.query():  # recorded ``lag`` renders ago: done by now
+            pending.ready.synchronize()
         count = int(pending.count[0])
         self.counts[pending.key] = count
         if 0 <= pending.capacity < count:
