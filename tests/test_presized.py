@@ -3,6 +3,9 @@ late and deterministic sizing, and, on CUDA, renders and gradients bitwise gspla
 
 from __future__ import annotations
 
+import math
+import types
+
 import pytest
 import torch
 
@@ -86,6 +89,86 @@ def test_a_render_above_its_capacity_is_reported_and_widens_the_headroom(capsys)
     budget.observe("b", None, torch.tensor([1]))
     assert budget.overflows == 1 and budget.headroom == 0.75
     assert "dropped 7 of them" in capsys.readouterr().out
+
+
+def gsplat_like_rendering() -> types.ModuleType:
+    """A stand-in for ``gsplat.rendering`` on the CPU: its three intersection functions follow gsplat's kernels
+    (pairs and keys as ``isect_tiles`` builds them, offsets as ``isect_offset_encode`` decodes them from the tile
+    count it is given, each tile's range as the rasterization kernels take it, the last tile's ending at the buffer's
+    end, masked tiles skipped), and its ``rasterization`` calls them as gsplat's does. A render returns, for every
+    tile the kernels would walk, the Gaussians they would walk through."""
+    module = types.ModuleType("gsplat_rendering_stand_in")
+
+    def isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, sort=True, packed=False,
+                    n_cameras=None, camera_ids=None, gaussian_ids=None):
+        grid = _TileGrid(means2d.shape[0], tile_width * tile_size, tile_height * tile_size, tile_size)
+        pair_gauss, pair_tile, per_gauss = _intersect_tiles(means2d, radii, depths, grid)
+        bits = int(math.floor(math.log2(tile_width * tile_height))) + 1
+        camera, tile = pair_tile // (tile_width * tile_height), pair_tile % (tile_width * tile_height)
+        depth_bits = depths.reshape(-1).view(torch.int32).long()[pair_gauss]
+        return per_gauss, (camera << (32 + bits)) | (tile << 32) | depth_bits, pair_gauss.int()
+
+    def isect_offset_encode(isect_ids, n_cameras, tile_width, tile_height):
+        n_tiles = tile_width * tile_height
+        bits = int(math.floor(math.log2(n_tiles))) + 1
+        ids = (isect_ids >> (32 + bits)) * n_tiles + ((isect_ids >> 32) & ((1 << bits) - 1))
+        offsets = torch.searchsorted(ids, torch.arange(n_cameras * n_tiles), right=False)
+        return offsets.int().view(n_cameras, tile_height, tile_width)
+
+    def rasterize_to_pixels(means2d, conics, colors, opacities, width, height, tile_size, isect_offsets, flatten_ids,
+                            backgrounds=None, masks=None, packed=False, absgrad=False):
+        n_cameras, tile_height, tile_width = isect_offsets.shape
+        offsets = isect_offsets.reshape(-1).tolist()
+        walked = {}
+        for index, start in enumerate(offsets):
+            camera, tile = divmod(index, tile_width * tile_height)
+            if masks is not None and not masks.reshape(-1)[index]:
+                continue
+            end = flatten_ids.numel() if index == len(offsets) - 1 else offsets[index + 1]
+            walked[(camera, tile // tile_width, tile % tile_width)] = flatten_ids[start:end].tolist()
+        return walked
+
+    def rasterization(means2d, radii, depths, width, height, tile_size=TILE):
+        tile_width, tile_height = math.ceil(width / tile_size), math.ceil(height / tile_size)
+        per_gauss, isect_ids, flatten_ids = module.isect_tiles(
+            means2d, radii, depths, tile_size, tile_width, tile_height, packed=False, n_cameras=radii.shape[0],
+            camera_ids=None, gaussian_ids=None,
+        )
+        offsets = module.isect_offset_encode(isect_ids, radii.shape[0], tile_width, tile_height)
+        return module.rasterize_to_pixels(means2d, None, None, None, width, height, tile_size, offsets, flatten_ids,
+                                          backgrounds=None, packed=False, absgrad=False)
+
+    module.isect_tiles, module.isect_offset_encode = isect_tiles, isect_offset_encode
+    module.rasterize_to_pixels, module.rasterization = rasterize_to_pixels, rasterization
+    return module
+
+
+def test_routed_renders_walk_gsplats_tiles_and_never_the_padding():
+    """Through a stand-in of gsplat's rendering module: a render sized exactly, then ahead (with padding), walks
+    every real tile's Gaussians as gsplat's own path does, and no tile the kernels walk holds padding; renders
+    outside ``render()`` take gsplat's path unchanged; a render that outgrew its capacity is reported."""
+    module = gsplat_like_rendering()
+    means2d, radii, depths = projected(seed=2)
+    expected = module.rasterization(means2d, radii, depths, WIDTH, HEIGHT)
+    assert sum(map(len, expected.values())) > 1000
+    presized = PresizedIntersections(IntersectionBudget(lag=1), rendering=module)
+    for render in range(3):
+        with presized.render("views"):
+            walked = module.rasterization(means2d, radii, depths, WIDTH, HEIGHT)
+        real = {tile: ids for tile, ids in walked.items() if tile[1] < TILES_Y}
+        assert real == expected, f"render {render}: the real tiles differ from gsplat's"
+        assert not any(walked[tile] for tile in walked.keys() - real.keys()), "a walked tile holds padding"
+    assert presized.budget.capacity("views") > sum(map(len, expected.values())), "sized ahead, with headroom"
+    assert module.rasterization(means2d, radii, depths, WIDTH, HEIGHT) == expected
+
+    wider = radii * 20  # footprints grown: more pairs than the capacity sized from the last render
+    capacity = presized.budget.capacity("views")
+    assert int(presized_isect_tiles(means2d, wider, depths, TILE, TILES_X, TILES_Y, 1)[3]) > capacity
+    with presized.render("views"):
+        module.rasterization(means2d, wider, depths, WIDTH, HEIGHT)
+    with presized.render("other views"):
+        module.rasterization(means2d, radii, depths, WIDTH, HEIGHT)
+    assert presized.budget.overflows == 1
 
 
 def test_presized_intersections_refuse_the_reference_renderer():

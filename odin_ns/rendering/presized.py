@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 
@@ -169,9 +170,12 @@ class PresizedIntersections:
     _render = _Render()
     _budget_of_thread: dict[int, IntersectionBudget] = {}
 
-    def __init__(self, budget: IntersectionBudget | None = None):
+    def __init__(self, budget: IntersectionBudget | None = None, rendering: ModuleType | None = None):
+        """``rendering``: the module whose ``rasterization`` to route (gsplat's, unless a test gives a stand-in)."""
         self.budget = budget or IntersectionBudget()
-        self._install()
+        if rendering is None:
+            import gsplat.rendering as rendering
+        self._install(rendering)
 
     @contextmanager
     def render(self, key: Hashable) -> Iterator[None]:
@@ -188,9 +192,7 @@ class PresizedIntersections:
             state.key, state.tile_height = None, None
 
     @classmethod
-    def _install(cls) -> None:
-        import gsplat.rendering as rendering
-
+    def _install(cls, rendering: ModuleType) -> None:
         with cls._installed_lock:
             if getattr(rendering, "_odin_presized", False):
                 return
