@@ -6,7 +6,9 @@ instead of overlapping. On the CPU the same operations are visible to a dispatch
 odin-splatfacto in-process for a few steps and counts them in a step that neither logs, evaluates, saves nor changes
 the Gaussians' structure. Two kinds are not the step's own and are left out: the rasterizer's internals (gsplat
 sizes its tile intersections on the host, inside its CUDA extension; the CPU reference renderer does likewise) and
-reads of the optimizers' step counters, which torch keeps on the host by design.
+reads of the optimizers' step counters, which torch keeps on the host by design. On CUDA, with the tile
+intersections sized ahead (``odin_ns.rendering.presized``), a second test counts the whole step, rasterizer included,
+with torch's CUDA sync debug mode.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 
 import odin_ns.model
 from host_read_counter import HostReadCounter
-from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
+from odin_ns.benchmarks.host_waits import count_host_syncs, in_process_trainer, run_step
 
 @contextmanager
 def rasterizer_not_counted(counter: HostReadCounter):
@@ -65,6 +67,22 @@ def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path:
     with counter:  # the hook does see reads: the rasterizer's own, counted when not paused
         run_step(trainer, 9)
     assert counter.reads
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (gsplat's rasterizer)")
+def test_a_steady_cuda_step_with_presized_intersections_synchronises_nothing(tiny_scene: Path, tmp_path: Path):
+    """The whole step on the GPU, rasterizer included, under torch's CUDA sync debug mode: with the tile
+    intersections sized ahead, a step that neither logs, evaluates, saves nor refines makes no host synchronisation
+    (without them, gsplat's intersection count is one per step)."""
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cuda", warmup_length=10_000, presized_intersections=True)
+    views = len(trainer.pipeline.datamanager.train_dataset)
+    for step in range(1, views + 4):  # every view rendered once (sized exactly), and its count adopted
+        run_step(trainer, step)
+    torch.cuda.synchronize()
+    sites = count_host_syncs(trainer, range(views + 4, views + 7))
+    assert not sites, "host synchronisations in a steady step:\n" + "\n".join(
+        f"{count} x {site}" for site, count in sites.most_common())
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.5, 0.25])

@@ -73,38 +73,44 @@ class HostWaitsCommand:
     warmup_steps: int = 30
     steps: int = 3
     out: Path = Path("outputs/host_waits")
+    presized_intersections: bool = False
+    """Train with ``--pipeline.model.presized-intersections`` (the forward without gsplat's host read); the
+    warm-up must render every counted view at least once before (a view's first render is sized exactly)."""
 
     def main(self) -> None:
         if not torch.cuda.is_available():
             raise SystemExit("error: host waits are a GPU matter: this needs CUDA")
         for views in self.views_per_rank:
-            trainer = in_process_trainer(self.data, self.out / f"views{views}", "cuda", views)
+            trainer = in_process_trainer(self.data, self.out / f"views{views}", "cuda", views,
+                                         presized_intersections=self.presized_intersections)
             for step in range(1, self.warmup_steps):
                 run_step(trainer, step)
             torch.cuda.synchronize()
-            sites = self._count(trainer)
+            sites = count_host_syncs(trainer, range(self.warmup_steps, self.warmup_steps + self.steps))
             print(f"views per rank {views}: {sum(sites.values()) / self.steps:.1f} host syncs per step")
             for site, count in sites.most_common(20):
                 print(f"  {count / self.steps:.1f}  {site}")
 
-    def _count(self, trainer) -> Counter:
-        sites: Counter = Counter()
 
-        def record(message, category, filename, lineno, file=None, line=None):
-            frames = [frame for frame in traceback.extract_stack()
-                      if "site-packages/torch/" not in frame.filename and "warnings" not in frame.filename]
-            sites[" <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}" for f in reversed(frames[-5:-1]))] += 1
+def count_host_syncs(trainer, steps: range) -> Counter:
+    """Run ``steps`` under torch's CUDA sync debug mode; each synchronisation counted at its call site."""
+    sites: Counter = Counter()
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("always")
-            warnings.showwarning = record
-            torch.cuda.set_sync_debug_mode("warn")
-            try:
-                for step in range(self.warmup_steps, self.warmup_steps + self.steps):
-                    run_step(trainer, step)
-            finally:
-                torch.cuda.set_sync_debug_mode("default")
-        return sites
+    def record(message, category, filename, lineno, file=None, line=None):
+        frames = [frame for frame in traceback.extract_stack()
+                  if "site-packages/torch/" not in frame.filename and "warnings" not in frame.filename]
+        sites[" <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}" for f in reversed(frames[-5:-1]))] += 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = record
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for step in steps:
+                run_step(trainer, step)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sites
 
 
 def entrypoint() -> None:
