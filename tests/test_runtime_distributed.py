@@ -138,10 +138,16 @@ SAME_CELL = [[cell_view(5), cell_view(5)]] * 12
 APART = [[cell_view(cells[rank]) for rank in range(WORLD_SIZE)] for cells in [(0, 2), (8, 10), (1, 3), (9, 11)] * 10]
 """Consecutive units two grid rows apart: a bucket's bounds (one cell, inflated) reach the neighbouring cells,
 so the views of the next unit must not neighbour this unit's for their predicted scopes to miss each other."""
+CORNERS = [[cell_view(cells[rank]) for rank in range(WORLD_SIZE)] for cells in [(0, 1), (14, 15)] * 6]
+"""Consecutive units in opposite corners of the square, with buckets of a quarter cell (``CORNER_BUCKETS``), so that
+some windows read no bucket the previous unit updated (a bucket straddling two grid rows spans the square's width,
+and its inflated box can still reach both corners)."""
+CORNER_BUCKETS = 64
 
 
 def train_predicted(
-    rank: int, mode: str, schedule=APART, densify: bool = False, predictor=None, **config
+    rank: int, mode: str, schedule=APART, densify: bool = False, predictor=None, buckets: int = PREDICTED_BUCKETS,
+    **config,
 ) -> tuple[dict, list]:
     """Cell-sorted rows, small means steps, 16 buckets; quality-first with predicted read scopes (``predictor``, by
     default the toy's conservative one) or the mode given."""
@@ -149,7 +155,7 @@ def train_predicted(
     if mode == "quality-first" and predictor is None:
         predictor = ToyReadPredictor(schedule, rank, PREDICTED_LEARNING_RATES["means"])
     extra = dict(read_scopes="predicted", predictor=predictor) if predictor is not None else {}
-    runtime = make_runtime(model, mode=mode, min_buckets=PREDICTED_BUCKETS, **extra, **config)
+    runtime = make_runtime(model, mode=mode, min_buckets=buckets, **extra, **config)
     if densify:
         run_with_structural_change(runtime, model, schedule[:20], 10, rank)
     else:
@@ -301,6 +307,7 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
         results[f"predicted-densify/{mode}"] = train_predicted(rank, mode, densify=True)
     for mode in ("sync", "quality-first"):
         results[f"predicted-conflicting/{mode}"] = train_predicted(rank, mode, SAME_CELL)
+        results[f"predicted-corners/{mode}"] = train_predicted(rank, mode, CORNERS, buckets=CORNER_BUCKETS)
     results["predicted-stretch"] = predicted_sync_path_stretches(rank)
     results["mispredicted"] = misprediction_error(rank)
     results["predicted-host-reads"] = host_reads_of_predicted_windows(rank)
@@ -384,6 +391,16 @@ def test_predicted_read_scopes_equal_sync_with_buckets_left_in_flight(results):
         assert sum(window.buckets_published_first for window in windows) < sum(window.buckets_with_updates for window in windows) / 2
         assert all(record.reruns == 0 for record in records)
     assert_same_state(results[1]["predicted/quality-first"][0], results[0]["predicted/quality-first"][0])
+
+
+def test_a_window_that_reads_nothing_of_the_exchange_in_flight_equals_sync(results):
+    """Windows that publish nothing before their compute make the compute stream wait for the exchange's scope
+    gather (a wait on the peers) only after it; the state is still sync's."""
+    for rank_results in results:
+        run = rank_results["predicted-corners/quality-first"]
+        assert_same_state(run[0], rank_results["predicted-corners/sync"][0])
+        windows = [record.window for record in records_of(run) if record.window is not None]
+        assert any(window.buckets_published_first == 0 for window in windows), "no window took the deferred path"
 
 
 def test_units_predicted_to_conflict_entirely_take_syncs_path(results):

@@ -248,9 +248,10 @@ class OdinRuntime:
         updates = self._predictor.read_buckets(previous.unit_id, every_rank=True)
         waited_for_somewhere = updates & self._predictor.read_buckets(unit_id, every_rank=True)  # alike on all ranks
         in_flight = self._exchange.launch(previous, read_scope=None, first_buckets=np.flatnonzero(waited_for_somewhere))
-        self._exchange.read_scopes(in_flight)  # the update scope, on the device: publication selects by it
         reads = self._predictor.read_buckets(unit_id, every_rank=False)
         first = [int(bucket) for bucket in np.flatnonzero(reads & updates)]
+        if first:  # the update scope (publication selects by it); else its wait, one on the peers, comes after compute
+            self._exchange.read_scopes(in_flight)
         for run in consecutive_runs(first):
             self._publish_run(in_flight, run)
         ranges = self._exchange.buckets.ranges
