@@ -28,7 +28,6 @@ from nerfstudio.models.splatfacto import (
     RGB2SH,
     SplatfactoModel,
     SplatfactoModelConfig,
-    get_viewmat,
     num_sh_bases,
     random_quat_tensor,
 )
@@ -38,7 +37,7 @@ from scipy.spatial import cKDTree
 
 from odin_ns.kernels.ssim import fused_ssim
 from odin_ns.metrics import LazyLPIPS
-from odin_ns.rendering import RendererName, project_visibility, rasterize_fn, resolve_renderer
+from odin_ns.rendering import RendererName, project_visibility, rasterize_fn, resolve_renderer, world_to_camera
 from odin_ns.rendering.presized import PresizedIntersections
 from odin_ns.strategy import OdinStrategy, morton_order
 
@@ -270,7 +269,7 @@ class OdinSplatfactoModel(SplatfactoModel):
             scales=torch.exp(params["scales"]),
             opacities=torch.sigmoid(params["opacities"]).squeeze(-1),
             colors=colors,
-            viewmats=get_viewmat(camera_to_world.to(self.device)),
+            viewmats=world_to_camera(camera_to_world.to(self.device)),
             Ks=Ks,
             width=width,
             height=height,

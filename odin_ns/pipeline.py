@@ -15,7 +15,6 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 import torch
 from nerfstudio.engine.optimizers import Optimizers
-from nerfstudio.models.splatfacto import get_viewmat
 from nerfstudio.pipelines.base_pipeline import Pipeline, VanillaPipeline, VanillaPipelineConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
@@ -23,6 +22,7 @@ from odin_ns.comm.context import DistContext
 from odin_ns.gaussians import GAUSSIAN_GROUPS
 from odin_ns.model import NEAR_PLANE
 from odin_ns.read_prediction import SplatReadPredictor, pinhole_views
+from odin_ns.rendering import world_to_camera
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime
 from odin_ns.runtime.records import UnitRecord
@@ -111,7 +111,7 @@ class OdinPipeline(VanillaPipeline):
             """Throughput-first's pixels per unit of displacement in this unit's cameras (full resolution: an upper
             bound while splatfacto renders downscaled)."""
             means = views["means"]
-            viewmats = get_viewmat(self.model.camera_to_worlds(camera).to(means.device))
+            viewmats = world_to_camera(self.model.camera_to_worlds(camera).to(means.device))
             return pinhole_sensitivity(means, viewmats, camera.get_intrinsics_matrices().to(means.device))
 
         loss = runtime.run_unit(step, compute, read_scope, sensitivity)

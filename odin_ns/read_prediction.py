@@ -17,6 +17,7 @@ import torch
 from nerfstudio.cameras.cameras import Cameras
 
 from odin_ns.comm.collectives import RowBuckets
+from odin_ns.rendering import world_to_camera
 from odin_ns.sync.frustum import PIXEL_MARGIN, PinholeView, buckets_in_view, gaussian_bucket_bounds
 from odin_ns.sync.predicted import BucketBounds, adam_step_factor
 
@@ -29,15 +30,10 @@ previous unit's rows published after it ran."""
 
 
 def pinhole_views(cameras: Cameras) -> list[PinholeView]:
-    """Each training camera as the host-side ``PinholeView`` gsplat projects with (full resolution).
-
-    The world-to-camera transform is nerfstudio's ``get_viewmat`` (OpenGL axes to OpenCV's, then the rigid inverse)
-    in numpy: that function is compiled with torch.compile, and compiling it for CPU tensors costs seconds at start-up
-    for a few 3x4 matrices."""
-    camera_to_worlds = cameras.camera_to_worlds.detach().cpu().double().numpy()
-    rotations = camera_to_worlds[:, :3, :3] * np.array([1.0, -1.0, -1.0])  # flip y and z, as get_viewmat does
-    inverse_rotations = rotations.transpose(0, 2, 1)
-    translations = -np.einsum("nij,nj->ni", inverse_rotations, camera_to_worlds[:, :3, 3])
+    """Each training camera as the host-side ``PinholeView`` gsplat projects with (full resolution), in double
+    precision."""
+    world_to_cameras = world_to_camera(cameras.camera_to_worlds.detach().cpu().double()).numpy()
+    inverse_rotations, translations = world_to_cameras[:, :3, :3], world_to_cameras[:, :3, 3]
     intrinsics = [getattr(cameras, name)[:, 0].double().tolist() for name in ("fx", "fy", "cx", "cy")]
     sizes = (cameras.width[:, 0].tolist(), cameras.height[:, 0].tolist())
     return [

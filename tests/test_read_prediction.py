@@ -13,11 +13,22 @@ from nerfstudio.models.splatfacto import get_viewmat
 
 from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
 from odin_ns.read_prediction import pinhole_views
+from odin_ns.rendering import world_to_camera
+
+
+def test_world_to_camera_is_nerfstudios_get_viewmat_operation_for_operation():
+    """The model's view matrices are what nerfstudio's ``get_viewmat`` computes, bit for bit (its eager function;
+    compiled, it would take seconds to build here)."""
+    generator = torch.Generator().manual_seed(4)
+    rotations, _ = torch.linalg.qr(torch.randn(6, 3, 3, generator=generator))
+    camera_to_worlds = torch.cat([rotations, torch.randn(6, 3, 1, generator=generator)], 2)
+    eager_get_viewmat = get_viewmat._torchdynamo_orig_callable
+    assert torch.equal(world_to_camera(camera_to_worlds), eager_get_viewmat(camera_to_worlds))
 
 
 def test_pinhole_views_hold_nerfstudios_world_to_camera_transform():
     """The host-side views of the training cameras project as splatfacto renders them: nerfstudio's ``get_viewmat``
-    (compiled) and the predictor's numpy version agree on random poses."""
+    (compiled) and the predictor's views agree on random poses."""
     generator = torch.Generator().manual_seed(3)
     rotations, _ = torch.linalg.qr(torch.randn(5, 3, 3, generator=generator, dtype=torch.float64))
     camera_to_worlds = torch.cat([rotations, torch.randn(5, 3, 1, generator=generator, dtype=torch.float64)], 2)

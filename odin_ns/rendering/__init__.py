@@ -34,6 +34,20 @@ def resolve_renderer(requested: RendererName, device: torch.device) -> Literal["
     return "gsplat" if on_cuda and gsplat_cuda_available() else "reference"
 
 
+def world_to_camera(camera_to_worlds: torch.Tensor) -> torch.Tensor:
+    """[C, 4, 4] world-to-camera matrices gsplat renders with, from nerfstudio's [C, 3, 4] camera-to-world poses:
+    OpenGL axes to OpenCV's (y and z flipped), then the rigid inverse, operation for operation what nerfstudio's
+    ``get_viewmat`` computes. That one runs under ``torch.compile``, which costs every process seconds of compilation
+    (again for each new batch size) for a few 3x4 matrices; this one builds its constants on the device, so it
+    copies nothing from the host either."""
+    rotation = torch.cat([camera_to_worlds[:, :3, :1], -camera_to_worlds[:, :3, 1:3]], dim=2)
+    inverse_rotation = rotation.transpose(1, 2)
+    translation = -torch.bmm(inverse_rotation, camera_to_worlds[:, :3, 3:4])
+    homogeneous = camera_to_worlds.new_zeros((camera_to_worlds.shape[0], 1, 4))
+    homogeneous[..., 3] = 1.0
+    return torch.cat([torch.cat([inverse_rotation, translation], dim=2), homogeneous], dim=1)
+
+
 def rasterize_fn(renderer: Literal["gsplat", "reference"]) -> Callable:
     """The rasterization function of a resolved backend."""
     if renderer == "gsplat":
