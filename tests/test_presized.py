@@ -83,6 +83,13 @@ def test_the_budget_sizes_from_the_count_adopted_a_fixed_number_of_renders_later
     assert budget.capacity("b") == ROUND_TO and budget.overflows == 0
 
 
+def test_the_budget_keeps_the_most_recently_adopted_counts():
+    budget = IntersectionBudget(lag=1, max_keys=2)
+    for key in ("a", "b", "c", "b", "d"):
+        budget.observe(key, None, torch.tensor([ROUND_TO]))
+    assert list(budget.counts) == ["c", "b"]  # "d" awaits adoption; "a" was dropped
+
+
 def test_a_render_above_its_capacity_is_reported_and_widens_the_headroom(capsys):
     budget = IntersectionBudget(headroom=0.25, lag=1)
     budget.observe("a", ROUND_TO, torch.tensor([ROUND_TO + 7]))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -111,12 +111,15 @@ class IntersectionBudget:
     A render's count reaches the host by a non-blocking copy and is adopted ``lag`` renders later, whatever the
     timing, so the capacities (and with them every render) are the same from run to run."""
 
-    def __init__(self, headroom: float = 0.25, lag: int = 2):
-        if headroom < 0 or lag < 1:
-            raise ValueError(f"headroom must be >= 0 and lag >= 1, got {headroom}, {lag}")
+    def __init__(self, headroom: float = 0.25, lag: int = 2, max_keys: int = 8192):
+        if headroom < 0 or lag < 1 or max_keys < 1:
+            raise ValueError(f"headroom must be >= 0, lag and max_keys >= 1, got {headroom}, {lag}, {max_keys}")
         self.headroom = headroom
         self.lag = lag
-        self.counts: dict[Hashable, int] = {}
+        self.max_keys = max_keys
+        """Counts kept, the least recently adopted dropped first: keys carry the Gaussian count, so every
+        densification starts a new set and the old ones are never asked for again."""
+        self.counts: OrderedDict[Hashable, int] = OrderedDict()
         self.overflows = 0
         """Renders whose count exceeded their capacity (seen when their count was adopted)."""
         self._pending: deque[_PendingCount] = deque()
@@ -146,6 +149,9 @@ class IntersectionBudget:
             pending.ready.synchronize()
         count = int(pending.count[0])
         self.counts[pending.key] = count
+        self.counts.move_to_end(pending.key)
+        while len(self.counts) > self.max_keys:
+            self.counts.popitem(last=False)
         if 0 <= pending.capacity < count:
             self.overflows += 1
             self.headroom = 2 * self.headroom + 0.25
