@@ -55,8 +55,8 @@ class OdinSplatfactoModelConfig(SplatfactoModelConfig):
     """Densification threshold on the plain 2D mean gradient, used where absgrad is unavailable (reference renderer).
     0.0002 is the 3DGS/gsplat default for plain gradients; ``densify_grad_thresh`` (0.0008) is tuned for absgrad."""
     presized_intersections: bool = False
-    """gsplat renderer: size each training render's tile-intersection buffers from the count the same views had at
-    their previous render (read late), so that the forward reads nothing on the host. gsplat's own sizing waits for
+    """gsplat renderer: size each training render's tile-intersection buffers from the counts its views had at
+    their previous renders (read late), so that the forward reads nothing on the host. gsplat's own sizing waits for
     the GPU, and with several ranks for the previous unit's exchange; a view's first render, and the first after a
     resolution or Gaussian-count change, is sized exactly (``odin_ns.rendering.presized``)."""
 
@@ -295,9 +295,9 @@ class OdinSplatfactoModel(SplatfactoModel):
         )
         if self._presized is None or not self.training:
             return render()
-        # what decides the count: the views, their resolution and the Gaussians (a count of rows, not their values)
-        key = (tuple(training_views(camera)), inputs["width"], inputs["height"], inputs["means"].shape[0])
-        with self._presized.render(key):
+        # what decides a camera's count: its view, the resolution and the Gaussians (a count of rows, not values)
+        size = (inputs["width"], inputs["height"], inputs["means"].shape[0])
+        with self._presized.render([(view, *size) for view in training_views(camera)]):
             return render()
 
     @torch.no_grad()

@@ -46,10 +46,11 @@ def test_presized_pairs_are_gsplats_in_gsplats_order_followed_by_padding(extra_s
     pair_gauss, pair_tile, tiles_per_gauss = _intersect_tiles(means2d, radii, depths, _TileGrid(3, WIDTH, HEIGHT, TILE))
     count = len(pair_gauss)
     assert count > 1000, "the scene should make many pairs"
-    per_gauss, keys, flat_ids, total = presized_isect_tiles(
+    per_gauss, keys, flat_ids, per_camera = presized_isect_tiles(
         means2d, radii, depths, TILE, TILES_X, TILES_Y, count + extra_slots
     )
-    assert int(total) == count and keys.shape == flat_ids.shape == (count + extra_slots,)
+    assert torch.equal(per_camera, per_gauss.long().sum(1)) and int(per_camera.sum()) == count
+    assert keys.shape == flat_ids.shape == (count + extra_slots,)
     assert torch.equal(per_gauss, tiles_per_gauss)
     camera, tile = decode(keys, 3)
     assert torch.equal(flat_ids[:count].long(), pair_gauss)
@@ -65,35 +66,40 @@ def test_a_capacity_below_the_count_keeps_a_prefix_of_the_pairs_and_reports_the_
     """The slots hold the pairs in the Gaussians' flat order before the sort, so an overflowing render keeps the
     first ``capacity`` of them (whole Gaussians but the last one cut) and drops the rest."""
     means2d, radii, depths = projected(seed=1)
-    per_gauss, keys, flat_ids, total = presized_isect_tiles(means2d, radii, depths, TILE, TILES_X, TILES_Y, 300)
-    assert int(total) > 300 and keys.shape == (300,)
+    per_gauss, keys, flat_ids, per_camera = presized_isect_tiles(means2d, radii, depths, TILE, TILES_X, TILES_Y, 300)
+    assert int(per_camera.sum()) > 300 and keys.shape == (300,)
     first_pairs = torch.repeat_interleave(torch.arange(per_gauss.numel()), per_gauss.reshape(-1).long())[:300]
     assert torch.equal(torch.sort(flat_ids.long()).values, first_pairs)
 
 
-def test_the_budget_sizes_from_the_count_adopted_a_fixed_number_of_renders_later():
+def test_the_budget_sizes_from_the_counts_adopted_a_fixed_number_of_renders_later():
     budget = IntersectionBudget(headroom=0.25, lag=2)
-    assert budget.capacity("a") is None  # never rendered: sized exactly
-    budget.observe("a", None, torch.tensor([100_000]))
-    budget.observe("b", None, torch.tensor([10]))
-    assert budget.capacity("a") is None, "a count is adopted two renders later, not as soon as it is known"
-    budget.observe("a", 2 * ROUND_TO, torch.tensor([110_000]))
-    assert budget.capacity("a") == 2 * ROUND_TO  # 125,000 rounded up to whole blocks
-    budget.observe("c", None, torch.tensor([1]))
-    assert budget.capacity("b") == ROUND_TO and budget.overflows == 0
+    assert budget.capacity(["a"]) is None  # never rendered: sized exactly
+    budget.observe(["a"], None, torch.tensor([100_000]))
+    budget.observe(["b", "c"], None, torch.tensor([10, 50_000]))
+    assert budget.capacity(["a"]) is None, "a count is adopted two renders later, not as soon as it is known"
+    budget.observe(["a"], 2 * ROUND_TO, torch.tensor([110_000]))
+    assert budget.capacity(["a"]) == 2 * ROUND_TO  # 125,000 rounded up to whole blocks
+    assert budget.capacity(["a", "c"]) is None
+    budget.observe(["d"], None, torch.tensor([1]))
+    assert budget.capacity(["b"]) == ROUND_TO and budget.overflows == 0
+    # a render's count is the sum of its cameras': views rendered in other combinations before size it
+    assert budget.capacity(["c", "a"]) == 3 * ROUND_TO  # (50,000 + 100,000) x 1.25 = 187,500
+    with pytest.raises(ValueError, match="2 camera keys for 1 cameras rendered"):
+        budget.observe(["a", "b"], None, torch.tensor([1]))
 
 
 def test_the_budget_keeps_the_most_recently_adopted_counts():
     budget = IntersectionBudget(lag=1, max_keys=2)
     for key in ("a", "b", "c", "b", "d"):
-        budget.observe(key, None, torch.tensor([ROUND_TO]))
+        budget.observe([key], None, torch.tensor([ROUND_TO]))
     assert list(budget.counts) == ["c", "b"]  # "d" awaits adoption; "a" was dropped
 
 
 def test_a_render_above_its_capacity_is_reported_and_widens_the_headroom(capsys):
     budget = IntersectionBudget(headroom=0.25, lag=1)
-    budget.observe("a", ROUND_TO, torch.tensor([ROUND_TO + 7]))
-    budget.observe("b", None, torch.tensor([1]))
+    budget.observe(["a", "b"], ROUND_TO, torch.tensor([ROUND_TO, 7]))
+    budget.observe(["c"], None, torch.tensor([1]))
     assert budget.overflows == 1 and budget.headroom == 0.75
     assert "dropped 7 of them" in capsys.readouterr().out
 
@@ -159,21 +165,22 @@ def test_routed_renders_walk_gsplats_tiles_and_never_the_padding():
     expected = module.rasterization(means2d, radii, depths, WIDTH, HEIGHT)
     assert sum(map(len, expected.values())) > 1000
     presized = PresizedIntersections(IntersectionBudget(lag=1), rendering=module)
+    cameras = ["view 0", "view 1", "view 2"]
     for render in range(3):
-        with presized.render("views"):
+        with presized.render(cameras):
             walked = module.rasterization(means2d, radii, depths, WIDTH, HEIGHT)
         real = {tile: ids for tile, ids in walked.items() if tile[1] < TILES_Y}
         assert real == expected, f"render {render}: the real tiles differ from gsplat's"
         assert not any(walked[tile] for tile in walked.keys() - real.keys()), "a walked tile holds padding"
-    assert presized.budget.capacity("views") > sum(map(len, expected.values())), "sized ahead, with headroom"
+    assert presized.budget.capacity(cameras) > sum(map(len, expected.values())), "sized ahead, with headroom"
     assert module.rasterization(means2d, radii, depths, WIDTH, HEIGHT) == expected
 
     wider = radii * 20  # footprints grown: more pairs than the capacity sized from the last render
-    capacity = presized.budget.capacity("views")
-    assert int(presized_isect_tiles(means2d, wider, depths, TILE, TILES_X, TILES_Y, 1)[3]) > capacity
-    with presized.render("views"):
+    capacity = presized.budget.capacity(cameras)
+    assert int(presized_isect_tiles(means2d, wider, depths, TILE, TILES_X, TILES_Y, 1)[3].sum()) > capacity
+    with presized.render(cameras):
         module.rasterization(means2d, wider, depths, WIDTH, HEIGHT)
-    with presized.render("other views"):
+    with presized.render(["view 3", "view 4", "view 5"]):
         module.rasterization(means2d, radii, depths, WIDTH, HEIGHT)
     assert presized.budget.overflows == 1
 
@@ -218,16 +225,16 @@ def test_presized_renders_and_gradients_are_gsplats_bitwise():
     expected = render_and_grads()
     presized = PresizedIntersections(IntersectionBudget(lag=1))
     for render in range(3):  # exact, then sized ahead
-        with presized.render(("views", 0, 1)):
+        with presized.render(["view 0", "view 1"]):
             got = render_and_grads()
         for want, have in zip((expected[0], expected[1], *expected[2]), (got[0], got[1], *got[2])):
             assert torch.equal(want, have), f"render {render} differs from gsplat's"
-    assert presized.budget.capacity(("views", 0, 1)) is not None and presized.budget.overflows == 0
+    assert presized.budget.capacity(["view 0", "view 1"]) is not None and presized.budget.overflows == 0
     assert torch.equal(render_and_grads()[0], expected[0]), "outside render() gsplat's path must be unchanged"
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # a render sized ahead, and its backward, wait for nothing on the host
     try:
-        with presized.render(("views", 0, 1)):
+        with presized.render(["view 0", "view 1"]):
             render_and_grads()
     finally:
         torch.cuda.set_sync_debug_mode("default")

@@ -6,8 +6,9 @@ step it ties the host to the GPU once per forward, and under data parallelism to
 through it to the slowest peer: the host cannot run ahead, and the exchange shows as host-blocked time
 (docs/results.md, "Where the step goes").
 
-Here the buffers have a capacity chosen on the host from the count the same views produced when they were last
-rendered (``IntersectionBudget``), read a few renders later behind an event that has long completed. The
+Here the buffers have a capacity chosen on the host from the counts the same views produced when they were last
+rendered (``IntersectionBudget``; a render's count is the sum of its cameras', so views rendered together in other
+combinations before still size it), read a few renders later behind an event that has long completed. The
 intersections are built on the device for the tile grid extended by one row: the slots past the true count hold
 padding keyed to that extra row's last tile, which the sort leaves at the end and the tile mask skips in both
 kernels, so the real pairs, their order and the rendered image are gsplat's own. A render whose count exceeded its
@@ -16,7 +17,7 @@ sees that when it reads the count, warns and doubles its headroom. Views without
 resolution or Gaussian count) are sized exactly, with gsplat's read.
 
 ``PresizedIntersections`` installs the three functions gsplat's ``rasterization`` calls for this (tile intersection,
-offset encoding, rasterization to pixels) so that a render inside ``render(key)`` on the installing thread takes this
+offset encoding, rasterization to pixels) so that a render inside ``render(keys)`` on the installing thread takes this
 path and every other call, such as the viewer's renders from its own thread, takes gsplat's unchanged.
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
@@ -61,15 +62,14 @@ def presized_isect_tiles(
     """gsplat's ``isect_tiles`` (unpacked, sorted) into ``capacity`` slots, with no host read.
 
     Returns tiles_per_gauss [C, N] int32, the sorted keys [capacity] int64 and flat Gaussian ids [capacity] int32
-    (keys over the grid extended by one row: ``tile_key_bits``; the slots past the count are padding), and the
-    count [1] int64 on the device. Ties in depth keep the Gaussians' order, as gsplat's stable radix sort does.
+    (keys over the grid extended by one row: ``tile_key_bits``; the slots past the count are padding), and each
+    camera's count [C] int64 on the device. Ties in depth keep the Gaussians' order, as gsplat's stable radix sort does.
     """
     n_cameras, n_gaussians = radii.shape
     device = radii.device
     tile_bits = tile_key_bits(n_cameras, tile_width, tile_height)
     lowest, span, counts = _tile_rectangles(means2d, radii, tile_size, tile_width, tile_height)
     ends = torch.cumsum(counts, 0)
-    total = ends[-1:]
 
     slots = torch.arange(capacity, device=device)
     owner = torch.searchsorted(ends, slots, right=True).clamp(max=counts.numel() - 1)
@@ -81,11 +81,12 @@ def presized_isect_tiles(
     depth_bits = depths.reshape(-1).contiguous().view(torch.int32).long()[owner]
     keys = (camera << (32 + tile_bits)) | (tile << 32) | depth_bits
     padding_key = ((n_cameras - 1) << (32 + tile_bits)) | ((tile_width * (tile_height + 1) - 1) << 32)
-    real = slots < total
+    real = slots < ends[-1]
     keys = torch.where(real, keys, padding_key)
     flat_ids = torch.where(real, owner, 0).int()
     keys, order = torch.sort(keys, stable=True)
-    return counts.view(n_cameras, n_gaussians).int(), keys, flat_ids[order], total
+    per_camera = counts.view(n_cameras, n_gaussians)
+    return per_camera.int(), keys, flat_ids[order], per_camera.sum(1)
 
 
 def padded_tile_mask(n_cameras: int, tile_width: int, tile_height: int, device: torch.device) -> torch.Tensor:
@@ -98,18 +99,18 @@ def padded_tile_mask(n_cameras: int, tile_width: int, tile_height: int, device: 
 
 @dataclass
 class _PendingCount:
-    key: Hashable
+    keys: tuple[Hashable, ...]
     capacity: int
-    count: torch.Tensor
-    """[1] int64 in pinned host memory, written behind ``ready``."""
+    counts: torch.Tensor
+    """[cameras] int64 in pinned host memory, written behind ``ready``."""
     ready: torch.cuda.Event | None
 
 
 class IntersectionBudget:
-    """The capacity of each render's intersection buffers, from the count the same key produced before.
+    """The capacity of each render's intersection buffers, from the counts its cameras' keys produced before.
 
-    A render's count reaches the host by a non-blocking copy and is adopted ``lag`` renders later, whatever the
-    timing, so the capacities (and with them every render) are the same from run to run."""
+    A render's per-camera counts reach the host by a non-blocking copy and are adopted ``lag`` renders later, whatever
+    the timing, so the capacities (and with them every render) are the same from run to run."""
 
     def __init__(self, headroom: float = 0.25, lag: int = 2, max_keys: int = 8192):
         if headroom < 0 or lag < 1 or max_keys < 1:
@@ -117,46 +118,51 @@ class IntersectionBudget:
         self.headroom = headroom
         self.lag = lag
         self.max_keys = max_keys
-        """Counts kept, the least recently adopted dropped first: keys carry the Gaussian count, so every
+        """Camera counts kept, the least recently adopted dropped first: keys carry the Gaussian count, so every
         densification starts a new set and the old ones are never asked for again."""
         self.counts: OrderedDict[Hashable, int] = OrderedDict()
         self.overflows = 0
         """Renders whose count exceeded their capacity (seen when their count was adopted)."""
         self._pending: deque[_PendingCount] = deque()
 
-    def capacity(self, key: Hashable) -> int | None:
-        """Slots for the next render of ``key``; None: no count known yet (size it exactly)."""
-        count = self.counts.get(key)
-        if count is None:
+    def capacity(self, keys: Sequence[Hashable]) -> int | None:
+        """Slots for the next render of cameras ``keys``; None: some camera has no count yet (size it exactly)."""
+        if any(key not in self.counts for key in keys):
             return None
+        count = sum(self.counts[key] for key in keys)
         return max(ROUND_TO, -(-int(count * (1.0 + self.headroom)) // ROUND_TO) * ROUND_TO)
 
-    def observe(self, key: Hashable, capacity: int | None, count: torch.Tensor) -> None:
-        """A render of ``key`` into ``capacity`` slots (None: sized exactly) counted ``count`` [1] (on the device)."""
-        if count.is_cuda:
-            host = torch.empty(1, dtype=count.dtype, pin_memory=True)
-            host.copy_(count, non_blocking=True)
+    def observe(self, keys: Sequence[Hashable], capacity: int | None, counts: torch.Tensor) -> None:
+        """A render of cameras ``keys`` into ``capacity`` slots (None: sized exactly) counted ``counts`` [cameras]
+        (on the device)."""
+        if len(keys) != counts.numel():
+            raise ValueError(f"{len(keys)} camera keys for {counts.numel()} cameras rendered")
+        if counts.is_cuda:
+            host = torch.empty(counts.shape, dtype=counts.dtype, pin_memory=True)
+            host.copy_(counts, non_blocking=True)
             ready = torch.cuda.Event()
             ready.record()
         else:
-            host, ready = count.clone(), None
-        self._pending.append(_PendingCount(key, capacity if capacity is not None else -1, host, ready))
+            host, ready = counts.clone(), None
+        self._pending.append(_PendingCount(tuple(keys), capacity if capacity is not None else -1, host, ready))
         while len(self._pending) > self.lag:
             self._adopt(self._pending.popleft())
 
     def _adopt(self, pending: _PendingCount) -> None:
         if pending.ready is not None and not pending.ready.query():  # recorded ``lag`` renders ago: done by now
             pending.ready.synchronize()
-        count = int(pending.count[0])
-        self.counts[pending.key] = count
-        self.counts.move_to_end(pending.key)
+        counts = pending.counts.tolist()
+        for key, count in zip(pending.keys, counts):
+            self.counts[key] = count
+            self.counts.move_to_end(key)
         while len(self.counts) > self.max_keys:
             self.counts.popitem(last=False)
+        count = sum(counts)
         if 0 <= pending.capacity < count:
             self.overflows += 1
             self.headroom = 2 * self.headroom + 0.25
             CONSOLE.log(
-                f"[yellow]a render of views {pending.key} counted {count:,} tile intersections, above the "
+                f"[yellow]a render of {list(pending.keys)} counted {count:,} tile intersections, above the "
                 f"{pending.capacity:,} sized ahead: it dropped {count - pending.capacity:,} of them; headroom is now "
                 f"{self.headroom:.2f}[/yellow]"
             )
@@ -165,12 +171,12 @@ class IntersectionBudget:
 class _Render(threading.local):
     """The render in progress on this thread through ``PresizedIntersections.render`` (none: gsplat's path)."""
 
-    key: Hashable | None = None
+    keys: tuple[Hashable, ...] | None = None
     tile_height: int | None = None
 
 
 class PresizedIntersections:
-    """Routes gsplat ``rasterization`` calls made inside ``render(key)`` through presized intersection buffers."""
+    """Routes gsplat ``rasterization`` calls made inside ``render(keys)`` through presized intersection buffers."""
 
     _installed_lock = threading.Lock()
     _render = _Render()
@@ -184,18 +190,18 @@ class PresizedIntersections:
         self._install(rendering)
 
     @contextmanager
-    def render(self, key: Hashable) -> Iterator[None]:
-        """Calls to gsplat's ``rasterization`` in this block size their intersections ahead for ``key`` (the views
-        rendered, their resolution and the Gaussian count: whatever decides the count)."""
+    def render(self, keys: Sequence[Hashable]) -> Iterator[None]:
+        """Calls to gsplat's ``rasterization`` in this block size their intersections ahead from ``keys``, one per
+        camera rendered (what decides its count: the view, its resolution, the Gaussian count)."""
         state = PresizedIntersections._render
-        if state.key is not None:
+        if state.keys is not None:
             raise RuntimeError("presized renders do not nest")
-        state.key, state.tile_height = key, None
+        state.keys, state.tile_height = tuple(keys), None
         PresizedIntersections._budget_of_thread[threading.get_ident()] = self.budget
         try:
             yield
         finally:
-            state.key, state.tile_height = None, None
+            state.keys, state.tile_height = None, None
 
     @classmethod
     def _install(cls, rendering: ModuleType) -> None:
@@ -208,29 +214,29 @@ class PresizedIntersections:
 
             def isect_tiles_routed(means2d, radii, depths, tile_size, tile_width, tile_height, **kwargs):
                 state = cls._render
-                if state.key is None or kwargs.get("packed", False) or not kwargs.get("sort", True):
+                if state.keys is None or kwargs.get("packed", False) or not kwargs.get("sort", True):
                     return isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, **kwargs)
                 budget = cls._budget_of_thread[threading.get_ident()]
-                capacity = budget.capacity(state.key)
+                capacity = budget.capacity(state.keys)
                 exact = capacity is None
                 if exact:  # no count yet: gsplat's sizing, by its own host read
                     capacity = max(1, int(_count_tiles(means2d, radii, tile_size, tile_width, tile_height)))
-                tiles_per_gauss, keys, flat_ids, total = presized_isect_tiles(
+                tiles_per_gauss, isect_ids, flat_ids, per_camera = presized_isect_tiles(
                     means2d, radii, depths, tile_size, tile_width, tile_height, capacity
                 )
-                budget.observe(state.key, None if exact else capacity, total)
+                budget.observe(state.keys, None if exact else capacity, per_camera)
                 state.tile_height = tile_height
-                return tiles_per_gauss, keys, flat_ids
+                return tiles_per_gauss, isect_ids, flat_ids
 
             def offset_encode_routed(isect_ids, n_cameras, tile_width, tile_height):
-                if cls._render.key is None or cls._render.tile_height != tile_height:
+                if cls._render.keys is None or cls._render.tile_height != tile_height:
                     return offset_encode(isect_ids, n_cameras, tile_width, tile_height)
                 return offset_encode(isect_ids, n_cameras, tile_width, tile_height + 1)
 
             def to_pixels_routed(means2d, conics, colors, opacities, width, height, tile_size, isect_offsets,
                                  flatten_ids, **kwargs):
                 state = cls._render
-                if state.key is not None and state.tile_height is not None and kwargs.get("masks") is None:
+                if state.keys is not None and state.tile_height is not None and kwargs.get("masks") is None:
                     n_cameras, rows, tile_width = isect_offsets.shape
                     if rows == state.tile_height + 1:
                         kwargs["masks"] = padded_tile_mask(n_cameras, tile_width, state.tile_height,
