@@ -1,4 +1,5 @@
-"""Shared fixtures: a small generated demo scene and the real capture when it is present."""
+"""Shared fixtures: a small generated demo scene, the real capture when it is present, and training runs that several
+tests look at (each trained once per session, on first use: end-to-end runs dominate the suite's time)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,36 @@ def cup77() -> Path:
     if not (CUP77 / "sparse" / "0").exists():
         pytest.skip(f"real capture not found at {CUP77}")
     return CUP77
+
+
+@pytest.fixture(scope="session")
+def demo_run(tiny_scene: Path, tmp_path_factory) -> Path:
+    """Single-process ns-train of the tiny scene for ``DEMO_STEPS`` steps, evaluating every held-out image at its last
+    step (run directory): the demo test checks its quality, the resume tests continue from or truncate (a copy of) its
+    checkpoint. Tests must not modify it."""
+    from training import DEMO_STEPS, train
+
+    return train(tiny_scene, tmp_path_factory.mktemp("demo-run"), DEMO_STEPS,
+                 "--steps-per-eval-all-images", str(DEMO_STEPS - 1))
+
+
+@pytest.fixture(scope="session")
+def densifying_runs(tiny_scene: Path, tmp_path_factory):
+    """2-rank torchrun runs through densification and opacity resets, by mode name (``DENSIFYING_MODES``), each
+    trained on first use with ``DENSIFYING_RUN_OPTIONS``. Tests must not modify them."""
+    from training import DENSIFY_STEPS, DENSIFYING_MODES, DENSIFYING_RUN_OPTIONS, TrainedRuns, torchrun, train
+
+    root = tmp_path_factory.mktemp("densifying-runs")
+    return TrainedRuns(lambda mode: train(tiny_scene, root / mode, DENSIFY_STEPS, *DENSIFYING_RUN_OPTIONS,
+                                          *DENSIFYING_MODES[mode], launcher=torchrun(2)))
+
+
+@pytest.fixture(scope="session")
+def two_node_run(tiny_scene: Path, tmp_path_factory):
+    """quality-first on two torchrun "nodes" of two ranks joined by a c10d rendezvous, ``TWO_NODE_STEPS`` steps:
+    (run directory, each node's output). The multi-node test checks the job; the four-rank test compares it with
+    sync on four ranks of one torchrun."""
+    from training import TWO_NODE_STEPS, train_two_nodes
+
+    return train_two_nodes(tiny_scene, tmp_path_factory.mktemp("two-nodes"), TWO_NODE_STEPS,
+                           "--pipeline.odin.mode", "quality-first")

@@ -27,6 +27,8 @@ def test_bench_writes_results_and_plots(tiny_scene: Path, tmp_path: Path):
         assert row["step_time_vs_no_exchange"] > 0
     assert rows["sync"]["ratio_to_sync"] == 1.0
     assert "wait_hidden" in rows["quality-first-predicted"]
+    evaluated = [run for run in results["runs"] if run["name"] != "no-exchange"]
+    assert all("psnr" in run["quality"] for run in evaluated), [run["quality"] for run in evaluated]  # ns-eval ran
     assert rows["quality-first-predicted"]["psnr"] == rows["sync"]["psnr"]  # decided ahead, still sync's result
     assert all(run["exposed_wait_s"] >= 0 and run["timeline"] for run in results["runs"])
     assert all(len(run["timelines_by_rank"]) == 2 and all(run["timelines_by_rank"]) for run in results["runs"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -12,8 +13,20 @@ import psutil
 import pytest
 import torch
 
-from test_multirank_e2e import assert_bitwise_equal_runs
-from training import BIN, QUIET_TRAINING, torchrun, train
+from odin_ns.trainer import checkpoint_name
+from test_multirank_e2e import assert_bitwise_equal_runs, checkpoint_tensors
+from training import (
+    BIN,
+    DENSIFY_STEPS,
+    DENSIFYING_MODES,
+    DENSIFYING_RUN_OPTIONS,
+    MID_RUN_CHECKPOINT,
+    QUIET_TRAINING,
+    final_checkpoint,
+    torchrun,
+    train,
+    unit_records,
+)
 
 
 def rank_processes(launcher: subprocess.Popen) -> dict[int, psutil.Process]:
@@ -43,9 +56,11 @@ def test_ctrl_c_on_one_rank_drains_saves_and_exits_non_zero(tiny_scene: Path, tm
 
 
 @pytest.mark.slow
-def test_a_truncated_checkpoint_is_refused_in_one_line(tiny_scene: Path, tmp_path: Path):
-    run_dir = train(tiny_scene, tmp_path / "first", 5)
-    (checkpoint,) = (run_dir / "nerfstudio_models").glob("*.ckpt")
+def test_a_truncated_checkpoint_is_refused_in_one_line(tiny_scene: Path, tmp_path: Path, demo_run: Path):
+    """Resuming from a checkpoint cut in half (a copy of the shared demo run's)."""
+    checkpoint = tmp_path / "first" / "nerfstudio_models" / final_checkpoint(demo_run).name
+    checkpoint.parent.mkdir(parents=True)
+    shutil.copyfile(final_checkpoint(demo_run), checkpoint)
     checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
     resumed = subprocess.run(
         [str(BIN / "ns-train"), "odin-splatfacto", "--data", str(tiny_scene), "--output-dir", str(tmp_path / "again"),
@@ -56,18 +71,17 @@ def test_a_truncated_checkpoint_is_refused_in_one_line(tiny_scene: Path, tmp_pat
     assert f"error: checkpoint {checkpoint} is truncated" in resumed.stderr + resumed.stdout
 
 
-REFINE_OFTEN = ("--pipeline.model.warmup-length", "40", "--pipeline.model.refine-every", "40",
-                "--pipeline.model.reset-alpha-every", "30", "--pipeline.odin.mode", "quality-first")
-"""Counted in views, 2 ranks: refines at steps 40, 60 and 80 (an opacity reset at step 0), so a run stopped at step 50
-carries ten steps of densification statistics into the refine at step 60."""
-
-
 @pytest.mark.slow
-def test_resume_equals_uninterrupted_across_a_refine(tiny_scene: Path, tmp_path: Path):
-    whole = train(tiny_scene, tmp_path / "whole", 71, *REFINE_OFTEN, launcher=torchrun(2))
-    first = train(tiny_scene, tmp_path / "first", 51, *REFINE_OFTEN, launcher=torchrun(2))
-    resumed = train(tiny_scene, tmp_path / "resumed", 20, *REFINE_OFTEN, "--load-dir",
-                    str(first / "nerfstudio_models"), launcher=torchrun(2))
+def test_resume_equals_uninterrupted_across_a_refine(tiny_scene: Path, tmp_path: Path, densifying_runs):
+    """quality-first on 2 ranks (``DENSIFYING_RUN_OPTIONS``: refine at step 20, opacity resets at steps 0 and 30,
+    evaluation during training, camera optimizer) resumed from the uninterrupted run's own step-16 checkpoint: it
+    carries 17 steps of densification statistics into the refine and ends bitwise the uninterrupted run."""
+    whole = densifying_runs["quality-first"]
+    first = whole / "nerfstudio_models"
+    assert (first / checkpoint_name(MID_RUN_CHECKPOINT)).exists()
+    resumed = train(tiny_scene, tmp_path / "resumed", DENSIFY_STEPS - MID_RUN_CHECKPOINT - 1, *DENSIFYING_RUN_OPTIONS,
+                    *DENSIFYING_MODES["quality-first"], "--load-dir", str(first),
+                    "--load-step", str(MID_RUN_CHECKPOINT), launcher=torchrun(2))
+    assert min(unit.unit_id for unit in unit_records(resumed)) == MID_RUN_CHECKPOINT + 1
     assert_bitwise_equal_runs(whole, resumed, ranks=2)
-    means = torch.load(next((whole / "nerfstudio_models").glob("*.ckpt")), map_location="cpu")["pipeline"]
-    assert means["_model.gauss_params.means"].shape[0] > 1856, "the runs must have refined"
+    assert checkpoint_tensors(whole)["pipeline._model.gauss_params.means"].shape[0] > 1856, "the runs must have refined"

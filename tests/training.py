@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from odin_ns.runtime.records import UnitRecord, read_unit_log, unit_log
 
@@ -23,6 +23,41 @@ QUIET_TRAINING = [
     "--pipeline.model.num-downscales", "0",
 ]
 """Train without viewer, periodic evaluation or resolution warm-up: tests look at the final model."""
+
+DEMO_STEPS = 300
+"""Single-process steps of the tiny demo scene's run that several tests share (``demo_run`` in conftest.py)."""
+
+DENSIFY_EARLY = (
+    "--pipeline.model.warmup-length", "20",
+    "--pipeline.model.refine-every", "20",
+    "--pipeline.model.reset-alpha-every", "3",
+)
+DENSIFY_STEPS = 40
+STRUCTURE_CHANGES = [0, 20, 30]
+"""Schedules count views: with 2 ranks (2 views per step) this refines every 10 steps after a warm-up of 10, resets
+opacities every 30 steps and pauses refining for 10 + 10 steps after a reset (gsplat's rule, 21 training views), so a
+40-step run resets opacities at step 0, densifies at step 20 and resets opacities again at step 30: the units after
+which the Gaussians' structure changes (checked against the unit records)."""
+EVALUATE_DURING_TRAINING = ("--steps-per-eval-image", "10", "--steps-per-eval-all-images", str(DENSIFY_STEPS - 1))
+"""An evaluation image at steps 10, 20 and 30 of a 40-step run, and every held-out image at its last step (the final
+model: the metrics ns-eval computes from the final checkpoint)."""
+CAMERA_OPTIMIZER = ("--pipeline.model.camera-optimizer.mode", "SO3xR3")
+"""A dense group beside the Gaussians, averaged over ranks and stepped every unit."""
+MID_RUN_CHECKPOINT = 16
+SAVE_MID_RUN = ("--steps-per-save", str(MID_RUN_CHECKPOINT), "--save-only-latest-checkpoint", "False")
+"""Checkpoints at steps 16 and 32 besides the final one, all kept: a run resumed from step 16 carries 17 steps of
+densification statistics into the refine at step 20, then crosses the reset at step 30."""
+DENSIFYING_RUN_OPTIONS = (*DENSIFY_EARLY, *EVALUATE_DURING_TRAINING, *CAMERA_OPTIMIZER, *SAVE_MID_RUN)
+DENSIFYING_MODES = {
+    "sync": ("--pipeline.odin.mode", "sync"),
+    "quality-first": ("--pipeline.odin.mode", "quality-first"),
+    "sync-sharded": ("--pipeline.odin.mode", "sync", "--pipeline.odin.sharded-optimizer", "True"),
+}
+"""The 2-rank runs ``densifying_runs`` (conftest.py) trains on demand, each with ``DENSIFYING_RUN_OPTIONS``: the
+multi-rank equality test compares all three, the resume test resumes quality-first's from its step-16 checkpoint."""
+
+TWO_NODE_STEPS = 20
+"""Steps of the two-node quality-first run (``two_node_run`` in conftest.py)."""
 
 
 def torchrun(ranks: int) -> List[str]:
@@ -52,6 +87,65 @@ def train(data: Path, output_dir: Path, steps: int, *extra: str, launcher: Seque
     return config.parent
 
 
+def train_two_nodes(
+    data: Path, output_dir: Path, steps: int, *extra: str, timeout: float = 400
+) -> Tuple[Path, List[str]]:
+    """Train under two torchrun "nodes" of two ranks each on this machine, joined by a c10d rendezvous: one job of four
+    ranks. Returns the run directory and each node's output (stdout and stderr); raises if a node fails."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        endpoint = f"127.0.0.1:{sock.getsockname()[1]}"
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+             "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "odin-test",
+             str(BIN / "ns-train"), "odin-splatfacto", "--data", str(data), "--output-dir", str(output_dir),
+             "--max-num-iterations", str(steps), *QUIET_TRAINING, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for node in range(2)
+    ]
+    try:
+        outputs = [node.communicate(timeout=timeout)[0] for node in nodes]
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+                node.wait()
+    if [node.returncode for node in nodes] != [0, 0]:
+        codes = [node.returncode for node in nodes]
+        raise AssertionError(f"nodes exited {codes}:\n{outputs[0][-3000:]}\n{outputs[1][-3000:]}")
+    (run_dir,) = {config.parent for config in output_dir.glob("*/odin-splatfacto/*/config.yml")}
+    return run_dir, outputs
+
+
+class TrainedRuns:
+    """Runs trained on first use and kept for the session, so that tests asserting different things about the same
+    configuration share one run. A run that failed raises the same error for every test that asks for it."""
+
+    def __init__(self, train_one: Callable[[str], Path]) -> None:
+        self._train_one = train_one
+        self._done: Dict[str, Path | BaseException] = {}
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self._done:
+            try:
+                self._done[name] = self._train_one(name)
+            except Exception as error:  # noqa: BLE001 - re-raised to every test that needs this run
+                self._done[name] = error
+        result = self._done[name]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+
+def final_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint of a run's last step (a run saving mid-run keeps several, named by zero-padded step)."""
+    checkpoints = sorted((run_dir / "nerfstudio_models").glob("step-*.ckpt"))
+    assert checkpoints, f"no checkpoint in {run_dir / 'nerfstudio_models'}"
+    return checkpoints[-1]
+
+
 def evaluate(run_dir: Path) -> Dict[str, float]:
     """ns-eval on a run's config; returns the results dict (psnr, ssim, ...)."""
     output = run_dir / "eval.json"
@@ -71,3 +165,10 @@ def scalar_series(run_dir: Path, tag: str) -> List[float]:
 def unit_records(run_dir: Path) -> List[UnitRecord]:
     """Per-unit Odin runtime records of rank 0."""
     return read_unit_log(unit_log(run_dir, 0))
+
+
+def structure_changes(run_dir: Path) -> List[int]:
+    """Units after which the Gaussians' structure changed (densification or opacity reset), from rank 0's records."""
+    records = unit_records(run_dir)
+    return [before.unit_id for before, after in zip(records, records[1:])
+            if after.structure_version != before.structure_version]
