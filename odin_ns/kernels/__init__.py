@@ -4,6 +4,8 @@ Every function dispatches per call: Triton for CUDA tensors (or CPU tensors unde
 otherwise. Force one with ``backend="triton"|"torch"`` or the ``ODIN_KERNELS`` env var. See docs/kernels.md.
 """
 
+import torch
+
 from odin_ns.kernels.adam import ColumnGroup, packed_adam_step, selective_adam_step
 from odin_ns.kernels.bitmap import (
     BITS_PER_WORD,
@@ -42,3 +44,15 @@ __all__ = [
     "scatter_rows_packed",
     "selective_adam_step",
 ]
+
+
+def copy_to_host_behind_event(values: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+    """``values`` copied to host memory without waiting: on CUDA a non-blocking copy into pinned memory, complete
+    once the returned event has (the reader waits on it late, when it has long completed); elsewhere a clone."""
+    if not values.is_cuda:
+        return values.clone(), None
+    host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
+    host.copy_(values, non_blocking=True)
+    ready = torch.cuda.Event()
+    ready.record()
+    return host, ready

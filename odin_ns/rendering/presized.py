@@ -35,6 +35,8 @@ import torch
 
 from nerfstudio.utils.rich_utils import CONSOLE
 
+from odin_ns.kernels import copy_to_host_behind_event
+
 ROUND_TO = 1 << 16
 """Capacities are multiples of this many slots, so that a view's buffers keep their size while its count drifts
 (the caching allocator then hands back the same blocks)."""
@@ -137,13 +139,7 @@ class IntersectionBudget:
         (on the device)."""
         if len(keys) != counts.numel():
             raise ValueError(f"{len(keys)} camera keys for {counts.numel()} cameras rendered")
-        if counts.is_cuda:
-            host = torch.empty(counts.shape, dtype=counts.dtype, pin_memory=True)
-            host.copy_(counts, non_blocking=True)
-            ready = torch.cuda.Event()
-            ready.record()
-        else:
-            host, ready = counts.clone(), None
+        host, ready = copy_to_host_behind_event(counts)
         self._pending.append(_PendingCount(tuple(keys), capacity if capacity is not None else -1, host, ready))
         while len(self._pending) > self.lag:
             self._adopt(self._pending.popleft())

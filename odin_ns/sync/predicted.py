@@ -26,6 +26,7 @@ import torch
 
 from odin_ns.comm.collectives import RowBuckets
 from odin_ns.comm.context import DistContext
+from odin_ns.kernels import copy_to_host_behind_event
 from odin_ns.sync.sightings import FirstSightings
 
 
@@ -84,14 +85,7 @@ class BucketBounds:
             return
         with torch.no_grad():
             values = self._compute(params)
-        if values.is_cuda:
-            host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
-            host.copy_(values, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record()
-        else:
-            host, event = values.clone(), None
-        self._pending, self._pending_age = (host, event), 0
+        self._pending, self._pending_age = copy_to_host_behind_event(values), 0
         if wait:
             self._adopt()
 
