@@ -63,6 +63,10 @@ class OdinPipeline(VanillaPipeline):
         self.test_mode = test_mode
         self.context = dist_context or DistContext.single(device, config.odin.timeout_s)
         """Ranks and collectives (``ns-eval`` and the viewer load a pipeline without one: a single process)."""
+        self.replica_context = self.context.solo() if config.odin.mode == "no-exchange" else self.context
+        """The ranks whose Gaussians stay equal, which the runtime exchanges with: all of them, or this rank alone in
+        no-exchange, whose replicas diverge (their Gaussian counts too once they densify), so a checkpoint holds rank
+        0's model with rank 0's densification statistics and a collective assuming equal sizes cannot gather them."""
         self.world_size = self.context.world_size
         self.datamanager = config.datamanager.setup(
             device=device, test_mode=test_mode, world_size=self.world_size, local_rank=local_rank,
@@ -126,16 +130,21 @@ class OdinPipeline(VanillaPipeline):
             self.runtime.drain()
 
     def densification_statistics(self) -> Dict[str, torch.Tensor]:
-        """Every rank's densification statistics (gsplat's ``grad2d``, ``count``, ``radii``) stacked [world_size, N]
-        on the CPU, for a checkpoint (collective). Each rank keeps its own between refines (they are reduced just
-        before one), so a resumed run must give each rank back its own to refine as an uninterrupted run would."""
+        """The densification statistics (gsplat's ``grad2d``, ``count``, ``radii``) of every rank holding this
+        rank's replica (``replica_context``), stacked [ranks, N] on the CPU, for a checkpoint (collective over those
+        ranks). Each rank keeps its own between refines (they are reduced just before one), so a resumed run must
+        give each rank back its own to refine as an uninterrupted run would."""
         statistics = {key: value for key, value in sorted(self.model.strategy_state.items()) if torch.is_tensor(value)}
-        return {key: self.context.gather(value, f"densification statistic {key}").cpu() for key, value in statistics.items()}
+        context = self.replica_context
+        return {key: context.gather(value, f"densification statistic {key}").cpu() for key, value in statistics.items()}
 
     def restore_densification_statistics(self, statistics: Dict[str, torch.Tensor]) -> None:
         """Give this rank its row of a checkpoint's ``densification_statistics``; from a run with another number of
-        ranks, rank 0 takes their reduction and the others start from zero (the next refine sees the same sums)."""
-        rank, world_size = self.context.rank, self.context.world_size
+        ranks sharing a replica, the first of this replica's ranks takes their reduction and the others start from
+        zero (the next refine sees the same sums). In no-exchange every rank is a replica of its own, so every rank
+        continues from the checkpoint's model and statistics as one process resuming it would."""
+        world_size = self.replica_context.world_size
+        rank = self.replica_context.rank if world_size > 1 else 0  # a rank alone keeps its global rank in the context
         for key, per_rank in statistics.items():
             if per_rank.shape[0] == world_size:
                 value = per_rank[rank]
@@ -185,7 +194,7 @@ class OdinPipeline(VanillaPipeline):
             self.runtime = config.setup(
                 params=self.model.gauss_params,
                 optimizers=gaussian_optimizers,
-                context=self.context,
+                context=self.replica_context,
                 dense_params=dense_params,
                 predictor=predictor,
             )
