@@ -18,6 +18,7 @@ def subcommands() -> Dict[str, Type]:
     from odin_ns.benchmarks.kernels_bench import KernelsBenchCommand
     from odin_ns.benchmarks.memory_soak import MemorySoakCommand
     from odin_ns.benchmarks.prediction_reach import PredictionReachCommand
+    from odin_ns.benchmarks.presized_bench import PresizedBenchCommand
     from odin_ns.benchmarks.timeline import TimelineCommand
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
@@ -25,7 +26,8 @@ def subcommands() -> Dict[str, Type]:
     from odin_ns.scaling.command import SimulateCommand
 
     return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "export": ExportCommand, "bench": BenchCommand,
-            "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand, "timeline": TimelineCommand,
+            "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand,
+            "bench-presized": PresizedBenchCommand, "timeline": TimelineCommand,
             "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand, "simulate": SimulateCommand,
             "prediction-reach": PredictionReachCommand}
 

@@ -72,9 +72,17 @@ def presized_isect_tiles(
     tile_bits = tile_key_bits(n_cameras, tile_width, tile_height)
     lowest, span, counts = _tile_rectangles(means2d, radii, tile_size, tile_width, tile_height)
     ends = torch.cumsum(counts, 0)
+    n_flat = counts.numel()
 
+    # Slot s belongs to the Gaussian whose rectangle's run of slots holds it, the runs laid end to end in Gaussian
+    # order; what passes ``capacity`` is cut off and the slots after the last run go to a padding owner (``n_flat``).
+    kept_ends = ends.clamp(max=capacity)
+    kept = torch.diff(kept_ends, prepend=kept_ends.new_zeros(1))
+    runs = torch.cat((kept, capacity - kept_ends[-1:]))
+    owner = torch.repeat_interleave(torch.arange(n_flat + 1, device=device), runs, output_size=capacity)
+    real = owner < n_flat
+    owner = owner.clamp(max=n_flat - 1)
     slots = torch.arange(capacity, device=device)
-    owner = torch.searchsorted(ends, slots, right=True).clamp(max=counts.numel() - 1)
     index_in_rect = slots - (ends - counts)[owner]
     rect_width = span[owner, 0].clamp(min=1)
     row = torch.div(index_in_rect, rect_width, rounding_mode="floor")
@@ -83,7 +91,6 @@ def presized_isect_tiles(
     depth_bits = depths.reshape(-1).contiguous().view(torch.int32).long()[owner]
     keys = (camera << (32 + tile_bits)) | (tile << 32) | depth_bits
     padding_key = ((n_cameras - 1) << (32 + tile_bits)) | ((tile_width * (tile_height + 1) - 1) << 32)
-    real = slots < ends[-1]
     keys = torch.where(real, keys, padding_key)
     flat_ids = torch.where(real, owner, 0).int()
     keys, order = torch.sort(keys, stable=True)
@@ -214,13 +221,16 @@ class PresizedIntersections:
                     return isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, **kwargs)
                 budget = cls._budget_of_thread[threading.get_ident()]
                 capacity = budget.capacity(state.keys)
-                exact = capacity is None
-                if exact:  # no count yet: gsplat's sizing, by its own host read
-                    capacity = max(1, int(_count_tiles(means2d, radii, tile_size, tile_width, tile_height)))
+                if capacity is None:  # no count yet: gsplat's own path, sized by its host read
+                    tiles_per_gauss, isect_ids, flat_ids = isect_tiles(
+                        means2d, radii, depths, tile_size, tile_width, tile_height, **kwargs
+                    )
+                    budget.observe(state.keys, None, tiles_per_gauss.sum(1))
+                    return tiles_per_gauss, isect_ids, flat_ids
                 tiles_per_gauss, isect_ids, flat_ids, per_camera = presized_isect_tiles(
                     means2d, radii, depths, tile_size, tile_width, tile_height, capacity
                 )
-                budget.observe(state.keys, None if exact else capacity, per_camera)
+                budget.observe(state.keys, capacity, per_camera)
                 state.tile_height = tile_height
                 return tiles_per_gauss, isect_ids, flat_ids
 
@@ -243,7 +253,26 @@ class PresizedIntersections:
             rendering.isect_tiles = isect_tiles_routed
             rendering.isect_offset_encode = offset_encode_routed
             rendering.rasterize_to_pixels = to_pixels_routed
+            rendering.torch = _TorchWithUncheckedInverse(cls._render)
             rendering._odin_presized = True
+
+
+class _TorchWithUncheckedInverse:
+    """torch, as gsplat's ``rendering`` module sees it once routed: inside a presized render ``torch.inverse`` (which
+    ``rasterization`` applies to the view matrices for the SH directions) is ``torch.linalg.inv_ex``, the same
+    inverse without the host read of its singularity flag (``torch.inverse`` is ``inv_ex`` followed by that check);
+    everything else, and every call outside such a render, is torch's own."""
+
+    def __init__(self, render: _Render):
+        self._render = render
+
+    def __getattr__(self, name: str):
+        return getattr(torch, name)
+
+    def inverse(self, matrices: torch.Tensor) -> torch.Tensor:
+        if self._render.keys is None:
+            return torch.inverse(matrices)
+        return torch.linalg.inv_ex(matrices).inverse
 
 
 def _tile_rectangles(
@@ -253,12 +282,8 @@ def _tile_rectangles(
     count (0 unless radius > 0): gsplat's rule, in the same float32 operations as its kernel."""
     radius = radii.reshape(-1).to(means2d.dtype) / tile_size
     centre = means2d.reshape(-1, 2) / tile_size
-    limits = torch.tensor([tile_width, tile_height], device=radii.device)
-    lowest = torch.minimum(torch.floor(centre - radius[:, None]).long().clamp(min=0), limits)
-    span = torch.minimum(torch.ceil(centre + radius[:, None]).long().clamp(min=0), limits) - lowest
+    low, high = torch.floor(centre - radius[:, None]).long(), torch.ceil(centre + radius[:, None]).long()
+    lowest = torch.stack((low[:, 0].clamp(0, tile_width), low[:, 1].clamp(0, tile_height)), 1)
+    highest = torch.stack((high[:, 0].clamp(0, tile_width), high[:, 1].clamp(0, tile_height)), 1)
+    span = highest - lowest
     return lowest, span, torch.where(radii.reshape(-1) > 0, span[:, 0] * span[:, 1], 0)
-
-
-def _count_tiles(means2d: torch.Tensor, radii: torch.Tensor, tile_size: int, tile_width: int, tile_height: int) -> int:
-    """The exact number of (Gaussian, tile) pairs, read on the host (what gsplat's own sizing does)."""
-    return int(_tile_rectangles(means2d, radii, tile_size, tile_width, tile_height)[2].sum().item())
