@@ -1,0 +1,81 @@
+"""Per-step time of every run of this session that kept its unit log, split into the runtime's GPU spans (compute,
+exposed wait, publish; CUDA events on the compute stream) and the rest of the step (the median step time minus the medians of the spans: the
+trainer's own work and the GPU idling while its host is blocked or behind).
+
+    python3 docs/results/h200x2_2026-11-30_session7/step_decomposition.py   # from the repository root
+
+Reads the bench results (callN/*.json) and unit logs (callN/logs*.tgz) next to this script; prints a table and
+writes docs/img/session7_step_decomposition.png. Medians over the second half of each run's units, as the bench's
+step time is."""
+
+import glob
+import json
+import os
+import statistics
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = Path(__file__).parent
+SPANS = ("compute_s", "exposed_wait_s", "publish_s")
+
+
+def runs_with_unit_logs():
+    results = {}
+    for path in glob.glob(str(HERE / "call*" / "*.json")):
+        for run in json.load(open(path))["runs"]:
+            results[os.path.basename(run["run_dir"])] = run
+    for archive in sorted(glob.glob(str(HERE / "call*" / "logs*.tgz"))):
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                if not member.name.endswith("/odin_units.jsonl"):
+                    continue
+                run = results.get(member.name.split("/")[-2])
+                if run is None:  # a run its bench did not finish (timed out)
+                    continue
+                records = [json.loads(line) for line in tar.extractfile(member)]
+                records = [r for r in records if r["unit_id"] >= len(records) // 2]
+                spans = {name: 1e3 * statistics.median(r[name] for r in records) for name in SPANS}
+                scene = "cup77" if "/cup77/" in member.name else "large"
+                yield scene, f"{run['name']} ({run['ranks']} GPU{'s' if run['ranks'] > 1 else ''})", run, spans
+
+
+def main():
+    grouped = defaultdict(list)
+    for scene, label, run, spans in runs_with_unit_logs():
+        grouped[(scene, label)].append((run["step_s"] * 1e3, spans))
+    rows = []
+    print("| scene | configuration | runs | step ms | compute | exposed wait | publish | rest of the step |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (scene, label), runs in sorted(grouped.items()):
+        step = statistics.median(s for s, _ in runs)
+        parts = {name: statistics.median(spans[name] for _, spans in runs) for name in SPANS}
+        rest = step - sum(parts.values())  # so that a bar is as long as the median step
+        rows.append((f"{scene}: {label}", parts, rest))
+        print(f"| {scene} | {label} | {len(runs)} | {step:.2f} | {parts['compute_s']:.2f} | "
+              f"{parts['exposed_wait_s']:.2f} | {parts['publish_s']:.2f} | {rest:.2f} |")
+    figure, axis = plt.subplots(figsize=(9, 0.5 * len(rows) + 1.6))
+    for lane, (label, parts, rest) in enumerate(rows):
+        left = 0.0
+        for name, color in zip((*SPANS, "rest"), ("tab:blue", "tab:red", "tab:green", "tab:gray")):
+            width = parts[name] if name != "rest" else rest
+            axis.barh(lane, width, left=left, color=color, label=name.removesuffix("_s") if lane == 0 else None)
+            left += width
+    axis.set_yticks(range(len(rows)), [label for label, _, _ in rows])
+    axis.invert_yaxis()
+    axis.set_xlabel("ms per step (medians)")
+    axis.set_title("Where a step goes: the runtime's GPU spans and the rest (2 x H200)")
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, frameon=False)
+    figure.tight_layout()
+    out = HERE.parents[1] / "img" / "session7_step_decomposition.png"
+    figure.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
