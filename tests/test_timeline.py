@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from odin_ns.benchmarks.timeline import TimelineCommand, read_rank_trace, overlap_summary
+from odin_ns.benchmarks.timeline import TimelineCommand, host_summary, host_table, read_rank_trace, overlap_summary
 from training import BIN, train
 
 BASE_NS = 1_000_000_000
@@ -98,9 +98,35 @@ def test_timeline_command_prints_json_and_plots(synthetic_traces: list, tmp_path
     out = tmp_path / "plot" / "timeline.png"
     TimelineCommand(traces=tuple(synthetic_traces), out=out, steps=1).main()
     printed = capsys.readouterr().out
-    figures = json.loads(printed[: printed.rindex("}") + 1])
+    figures, _ = json.JSONDecoder().raw_decode(printed)
     assert figures["total"]["overlapped_fraction"] == pytest.approx(4 / 7)
     assert out.stat().st_size > 1000
+
+
+def cpu_op(name: str, start: float, end: float, tid: int = 1) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": start, "dur": end - start}
+
+
+def test_host_time_per_step_is_split_into_outermost_torch_operations_and_the_rest(tmp_path: Path):
+    """Steps at [0,100), [100,250) and [250,300] on the training thread (tid 1): A [10,30] encloses B, so B is not
+    counted again; C [40,60]; D [120,200] and D [210,240]; an operation of another thread (tid 2) is not the
+    training thread's. The last step has no next start and is left out."""
+    trace = read_rank_trace(write_trace(tmp_path / "h.json.gz", [
+        annotation(1, 0, 95, "user_annotation"), annotation(2, 100, 245, "user_annotation"),
+        annotation(3, 250, 300, "user_annotation"),
+        cpu_op("A", 10, 30), cpu_op("B", 12, 20), cpu_op("C", 40, 60), cpu_op("D", 120, 200), cpu_op("D", 210, 240),
+        cpu_op("other thread", 0, 300, tid=2),
+    ]))
+    rows = host_summary(trace)
+    assert [row["step"] for row in rows] == [1, 2]
+    assert rows[0]["host_ms"] == pytest.approx(0.1) and rows[0]["in_torch_ops_ms"] == pytest.approx(0.04)
+    assert rows[0]["outside_torch_ops_ms"] == pytest.approx(0.06) and rows[0]["torch_ops"] == 2
+    assert rows[0]["top_ops_ms"] == pytest.approx({"A": 0.02, "C": 0.02})
+    assert rows[1]["host_ms"] == pytest.approx(0.15) and rows[1]["in_torch_ops_ms"] == pytest.approx(0.11)
+    assert rows[1]["top_ops_ms"] == pytest.approx({"D": 0.11})
+    table = host_table([trace])
+    assert "2 steps; median host step 0.12 ms = 0.07 in torch operations (2 of them) + 0.05 outside" in table
+    assert "| D | 0.055 |" in table  # median over the two steps of D's time per step (0 and 0.11)
 
 
 @pytest.mark.slow
@@ -117,3 +143,4 @@ def test_profile_window_through_ns_train_on_cpu(tiny_scene: Path, tmp_path: Path
     message = [line for line in result.stderr.splitlines() if "no GPU kernels" in line]
     assert len(message) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert not (tmp_path / "t.png").exists()
+    assert "rank 0: 1 steps; median host step" in result.stdout  # the host split needs no GPU

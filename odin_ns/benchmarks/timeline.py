@@ -5,6 +5,9 @@ Usage (one trace per rank, written by training with ``--profile-steps``, see odi
         --pipeline.odin.mode quality-first --profile-start 231 --profile-steps 6
     odin-ns timeline outputs/.../profile_rank*.json.gz --out timeline.png
 It prints the overlap figures as JSON and draws one lane per (rank, CUDA stream): compute kernels green, NCCL orange.
+It also prints, per rank, where the training thread's host time goes in a step: inside torch operations (launches,
+collectives, CUDA runtime calls, waits), by operation, and outside them (Python of its own). That part needs no
+GPU, and CPU-only profiles get it too.
 
 Why these figures: quality-first's claim is that unit t's exchange runs while unit t+1 renders. On each rank's GPU,
 communication time is the union of NCCL kernel intervals; the overlapped part is the portion of it during which a
@@ -18,6 +21,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +60,16 @@ class StepSpan:
     end: float
 
 
+@dataclass(frozen=True)
+class HostOp:
+    """A torch operation on the training thread that no other operation encloses (its time includes its children's:
+    the kernels it launched, the CUDA runtime calls it made)."""
+
+    name: str
+    start: float
+    end: float
+
+
 @dataclass
 class RankTrace:
     rank: int
@@ -64,6 +78,10 @@ class RankTrace:
     steps: List[StepSpan]
     host_waits: List[float] = field(default_factory=list)
     """Start times of CUDA runtime calls that block the host until the GPU gets there (``HOST_WAITS``)."""
+    host_steps: List[StepSpan] = field(default_factory=list)
+    """The steps as the training thread ran them (the CPU ranges of the step annotations)."""
+    host_ops: List[HostOp] = field(default_factory=list)
+    """Outermost torch operations of the training thread, in start order."""
 
 
 # ----------------------------------------------------------------------------------------------------- reading
@@ -101,6 +119,8 @@ def read_rank_trace(path: Path, index: int = 0) -> RankTrace:
     host_waits: List[float] = []
     cpu_steps: Dict[int, List[Interval]] = defaultdict(list)
     gpu_steps: Dict[int, List[Interval]] = defaultdict(list)
+    step_threads = set()
+    ops_by_thread: Dict[object, List[HostOp]] = defaultdict(list)
     for event in trace.get("traceEvents", []):
         if event.get("ph") != "X" or "ts" not in event:
             continue
@@ -116,13 +136,30 @@ def read_rank_trace(path: Path, index: int = 0) -> RankTrace:
         match = STEP_NAME.match(str(event.get("name", "")))
         if match and category in ("user_annotation", "cpu_op"):
             cpu_steps[int(match.group(1))].append((start, end))
+            step_threads.add(event.get("tid"))
         elif match and category == "gpu_user_annotation":
             gpu_steps[int(match.group(1))].append((start, end))
-    spans = gpu_steps or cpu_steps
-    steps = [StepSpan(rank, step, min(s for s, _ in ranges), max(e for _, e in ranges))
-             for step, ranges in sorted(spans.items())]
+        elif category == "cpu_op":
+            ops_by_thread[event.get("tid")].append(HostOp(str(event.get("name", "")), start, end))
+
+    def spans_of(by_step: Dict[int, List[Interval]]) -> List[StepSpan]:
+        return [StepSpan(rank, step, min(s for s, _ in ranges), max(e for _, e in ranges))
+                for step, ranges in sorted(by_step.items())]
+
     kernels.sort(key=lambda kernel: (kernel.start, kernel.stream))
-    return RankTrace(rank, Path(path), kernels, steps, sorted(host_waits))
+    training_ops = [op for tid in step_threads for op in ops_by_thread.get(tid, [])]
+    return RankTrace(rank, Path(path), kernels, spans_of(gpu_steps or cpu_steps), sorted(host_waits),
+                     spans_of(cpu_steps), outermost(training_ops))
+
+
+def outermost(ops: Iterable[HostOp]) -> List[HostOp]:
+    """The operations no other one encloses, in start order."""
+    result: List[HostOp] = []
+    for op in sorted(ops, key=lambda op: (op.start, -op.end)):
+        if result and op.end <= result[-1].end:
+            continue
+        result.append(op)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------- interval sets
@@ -224,9 +261,59 @@ def rank_summary(rank_trace: RankTrace) -> dict:
     return summary
 
 
+def host_summary(rank_trace: RankTrace, top: int = 8) -> List[dict]:
+    """Per step of the training thread (to the next step's start): its host time, the part spent inside torch
+    operations (launching kernels, collectives, CUDA runtime calls, waits) and outside them (Python of its own), and
+    the operations that took the most of it, by name. Comparing the steps of a 1-rank and a 2-rank run says what a
+    peer adds to the host's step."""
+    steps = rank_trace.host_steps
+    rows = []
+    for index, span in enumerate(steps):
+        if index + 1 == len(steps):
+            break  # the last step's end is the profiler's, not the next step's start
+        end = steps[index + 1].start
+        ops = [op for op in rank_trace.host_ops if span.start <= op.start < end]
+        inside = measure(clip([(op.start, min(op.end, end)) for op in ops], span.start, end))
+        by_name: Dict[str, float] = defaultdict(float)
+        for op in ops:
+            by_name[op.name] += min(op.end, end) - op.start
+        rows.append({
+            "step": span.step,
+            "host_ms": _ms(end - span.start),
+            "in_torch_ops_ms": _ms(inside),
+            "outside_torch_ops_ms": _ms(end - span.start - inside),
+            "torch_ops": len(ops),
+            "top_ops_ms": {name: _ms(time) for name, time in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]},
+        })
+    return rows
+
+
+def host_table(traces: Sequence[RankTrace], top: int = 8) -> str:
+    """Markdown: per rank, the median step's host time split as ``host_summary`` splits it, then the operations
+    with the largest median time per step."""
+    lines = []
+    for trace in traces:
+        rows = host_summary(trace, top)
+        if not rows:
+            continue
+        median = lambda values: statistics.median(values) if values else 0.0  # noqa: E731
+        lines.append(f"rank {trace.rank}: {len(rows)} steps; median host step {median([r['host_ms'] for r in rows]):.2f} ms "
+                     f"= {median([r['in_torch_ops_ms'] for r in rows]):.2f} in torch operations "
+                     f"({median([r['torch_ops'] for r in rows]):.0f} of them) + "
+                     f"{median([r['outside_torch_ops_ms'] for r in rows]):.2f} outside")
+        names = {name for row in rows for name in row["top_ops_ms"]}
+        per_step = {name: median([row["top_ops_ms"].get(name, 0.0) for row in rows]) for name in names}
+        lines.append("| operation | median ms per step |")
+        lines.append("|---|---|")
+        for name, ms in sorted(per_step.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"| {name} | {ms:.3f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def overlap_summary(traces: Sequence[RankTrace]) -> dict:
     """Per-rank figures and their totals over ranks."""
-    ranks = {str(trace.rank): rank_summary(trace) for trace in traces}
+    ranks = {str(trace.rank): {**rank_summary(trace), "host_steps": host_summary(trace)} for trace in traces}
     comm = sum(rank["comm_ms"] for rank in ranks.values())
     overlapped = sum(rank["overlapped_comm_ms"] for rank in ranks.values())
     total = {"comm_ms": round(comm, 6), "overlapped_comm_ms": round(overlapped, 6),
@@ -313,11 +400,16 @@ class TimelineCommand:
         if not self.traces:
             raise SystemExit("error: give at least one trace (profile_rank*.json.gz)")
         traces = [read_rank_trace(path, index) for index, path in enumerate(self.traces)]
+        table = host_table(traces)
         if not any(trace.kernels for trace in traces):
+            if table:
+                print("## Host time of the training thread per step\n\n" + table)
             raise SystemExit(f"no GPU kernels in {', '.join(map(str, self.traces))}: a CPU-only profile "
                              "(no CUDA activity recorded), so there is no stream overlap to measure")
         summary = overlap_summary(traces)
         print(json.dumps(summary, indent=2))
+        if table:
+            print("\n## Host time of the training thread per step\n\n" + table)
         total = summary["total"]
         fraction = total["overlapped_fraction"]
         title = (f"{len(traces)} rank(s): {total['overlapped_comm_ms']:.2f} of {total['comm_ms']:.2f} ms of NCCL "
