@@ -116,6 +116,8 @@ def test_host_time_per_step_is_split_into_outermost_torch_operations_and_the_res
         annotation(3, 250, 300, "user_annotation"),
         cpu_op("A", 10, 30), cpu_op("B", 12, 20), cpu_op("C", 40, 60), cpu_op("D", 120, 200), cpu_op("D", 210, 240),
         cpu_op("other thread", 0, 300, tid=2),
+        runtime_call("cudaStreamSynchronize", 15), runtime_call("cudaStreamSynchronize", 70),
+        runtime_call("cudaLaunchKernel", 130), runtime_call("cudaStreamSynchronize", 150),
     ]))
     rows = host_summary(trace)
     assert [row["step"] for row in rows] == [1, 2]
@@ -124,9 +126,11 @@ def test_host_time_per_step_is_split_into_outermost_torch_operations_and_the_res
     assert rows[0]["top_ops_ms"] == pytest.approx({"A": 0.02, "C": 0.02})
     assert rows[1]["host_ms"] == pytest.approx(0.15) and rows[1]["in_torch_ops_ms"] == pytest.approx(0.11)
     assert rows[1]["top_ops_ms"] == pytest.approx({"D": 0.11})
+    assert rows[0]["host_waits_in"] == {"A": 1, "(no torch operation)": 1} and rows[1]["host_waits_in"] == {"D": 1}
     table = host_table([trace])
     assert "2 steps; median host step 0.12 ms = 0.07 in torch operations (2 of them) + 0.05 outside" in table
     assert "| D | 0.055 |" in table  # median over the two steps of D's time per step (0 and 0.11)
+    assert "by the operation they happened in: A 0.5, (no torch operation) 0.5, D 0.5" in table
 
 
 @pytest.mark.slow

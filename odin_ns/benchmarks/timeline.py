@@ -263,8 +263,9 @@ def rank_summary(rank_trace: RankTrace) -> dict:
 
 def host_summary(rank_trace: RankTrace, top: int = 8) -> List[dict]:
     """Per step of the training thread (to the next step's start): its host time, the part spent inside torch
-    operations (launching kernels, collectives, CUDA runtime calls, waits) and outside them (Python of its own), and
-    the operations that took the most of it, by name. Comparing the steps of a 1-rank and a 2-rank run says what a
+    operations (launching kernels, collectives, CUDA runtime calls, waits) and outside them (Python of its own), the
+    operations that took the most of it, by name, and which operations the host waits for the GPU (``HOST_WAITS``)
+    happened in. Comparing the steps of a 1-rank and a 2-rank run says what a
     peer adds to the host's step."""
     steps = rank_trace.host_steps
     rows = []
@@ -274,6 +275,10 @@ def host_summary(rank_trace: RankTrace, top: int = 8) -> List[dict]:
         end = steps[index + 1].start
         ops = [op for op in rank_trace.host_ops if span.start <= op.start < end]
         inside = measure(clip([(op.start, min(op.end, end)) for op in ops], span.start, end))
+        waits_in: Dict[str, int] = defaultdict(int)
+        for wait in rank_trace.host_waits:
+            if span.start <= wait < end:
+                waits_in[next((op.name for op in ops if op.start <= wait <= op.end), "(no torch operation)")] += 1
         by_name: Dict[str, float] = defaultdict(float)
         for op in ops:
             by_name[op.name] += min(op.end, end) - op.start
@@ -284,6 +289,7 @@ def host_summary(rank_trace: RankTrace, top: int = 8) -> List[dict]:
             "outside_torch_ops_ms": _ms(end - span.start - inside),
             "torch_ops": len(ops),
             "top_ops_ms": {name: _ms(time) for name, time in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]},
+            "host_waits_in": dict(waits_in),
         })
     return rows
 
@@ -307,6 +313,13 @@ def host_table(traces: Sequence[RankTrace], top: int = 8) -> str:
         lines.append("|---|---|")
         for name, ms in sorted(per_step.items(), key=lambda kv: -kv[1])[:top]:
             lines.append(f"| {name} | {ms:.3f} |")
+        waits: Dict[str, int] = defaultdict(int)
+        for row in rows:
+            for name, count in row["host_waits_in"].items():
+                waits[name] += count
+        if waits:
+            lines.append("\nhost waits for the GPU per step, by the operation they happened in: " + ", ".join(
+                f"{name} {count / len(rows):.1f}" for name, count in sorted(waits.items(), key=lambda kv: -kv[1])))
         lines.append("")
     return "\n".join(lines)
 
