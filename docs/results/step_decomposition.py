@@ -1,17 +1,19 @@
-"""Per-step time of every run of this session that kept its unit log, split into the runtime's GPU spans (compute,
+"""Per-step time of every run of one session that kept its unit log, split into the runtime's GPU spans (compute,
 exposed wait, publish; CUDA events on the compute stream) and the rest of the step (the median step time minus the medians of the spans: the
 trainer's own work and the GPU idling while its host is blocked or behind).
 
-    python3 docs/results/h200x2_2026-11-30_session7/step_decomposition.py   # from the repository root
+    python3 docs/results/step_decomposition.py docs/results/h200x2_2026-11-30_session6 docs/img/session6_step_decomposition.png
+    python3 docs/results/step_decomposition.py docs/results/h200x2_2026-11-30_session7 docs/img/session7_step_decomposition.png
 
-Reads the bench results (callN/*.json) and unit logs (callN/logs*.tgz) next to this script; prints a table and
-writes docs/img/session7_step_decomposition.png. Medians over the second half of each run's units, as the bench's
+Reads the bench results (callN/*.json) and unit logs (callN/logs*.tgz) of the session folder; prints a table and
+writes the figure. Medians over the second half of each run's units, as the bench's
 step time is."""
 
 import glob
 import json
 import os
 import statistics
+import sys
 import tarfile
 from collections import defaultdict
 from pathlib import Path
@@ -21,16 +23,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-HERE = Path(__file__).parent
 SPANS = ("compute_s", "exposed_wait_s", "publish_s")
 
 
-def runs_with_unit_logs():
+def runs_with_unit_logs(session: Path):
     results = {}
-    for path in glob.glob(str(HERE / "call*" / "*.json")):
+    for path in glob.glob(str(session / "call*" / "*.json")):
         for run in json.load(open(path))["runs"]:
             results[os.path.basename(run["run_dir"])] = run
-    for archive in sorted(glob.glob(str(HERE / "call*" / "logs*.tgz"))):
+    for archive in sorted(glob.glob(str(session / "call*" / "logs*.tgz"))):
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
                 if not member.name.endswith("/odin_units.jsonl"):
@@ -45,9 +46,9 @@ def runs_with_unit_logs():
                 yield scene, f"{run['name']} ({run['ranks']} GPU{'s' if run['ranks'] > 1 else ''})", run, spans
 
 
-def main():
+def main(session: Path, out: Path):
     grouped = defaultdict(list)
-    for scene, label, run, spans in runs_with_unit_logs():
+    for scene, label, run, spans in runs_with_unit_logs(session):
         grouped[(scene, label)].append((run["step_s"] * 1e3, spans))
     rows = []
     print("| scene | configuration | runs | step ms | compute | exposed wait | publish | rest of the step |")
@@ -72,10 +73,9 @@ def main():
     axis.set_title("Where a step goes: the runtime's GPU spans and the rest (2 x H200)")
     axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, frameon=False)
     figure.tight_layout()
-    out = HERE.parents[1] / "img" / "session7_step_decomposition.png"
     figure.savefig(out, dpi=110)
     print(f"wrote {out}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
