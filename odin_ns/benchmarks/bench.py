@@ -117,8 +117,8 @@ class BenchCommand:
     def configurations(self, modes: List[str]) -> List[Tuple[str, int, int]]:
         """(name, ranks, views per rank) of one seed's round, in the order they run."""
         odin = [(mode, self.gpus) for mode in modes if mode != GSPLAT_PEER]
-        if self.stock:
-            odin = [("sync", 1)] + odin
+        if self.stock:  # odin on one GPU beside stock; once, when the modes asked for it already (--gpus 1)
+            odin = list(dict.fromkeys([("sync", 1)] + odin))
         configurations = [(STOCK, 1, 1)] if self.stock else []
         configurations += [(name, ranks, views) for views in self.views_per_rank for name, ranks in odin]
         return configurations + ([(GSPLAT_PEER, self.gpus, 1)] if GSPLAT_PEER in modes else [])
