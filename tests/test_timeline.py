@@ -109,28 +109,33 @@ def cpu_op(name: str, start: float, end: float, tid: int = 1) -> dict:
 
 def test_host_time_per_step_is_split_into_outermost_torch_operations_and_the_rest(tmp_path: Path):
     """Steps at [0,100), [100,250) and [250,300] on the training thread (tid 1): A [10,30] encloses B, so B is not
-    counted again; C [40,60]; D [120,200] and D [210,240]; an operation of another thread (tid 2) is not the
-    training thread's. The last step has no next start and is left out."""
+    counted again; C [40,60]; D [120,200] and D [210,240]; the autograd engine's thread (tid 3) runs a backward at
+    [50,90], overlapping C; an operation of another thread (tid 2) is not the step's. The last step has no next start
+    and is left out."""
     trace = read_rank_trace(write_trace(tmp_path / "h.json.gz", [
         annotation(1, 0, 95, "user_annotation"), annotation(2, 100, 245, "user_annotation"),
         annotation(3, 250, 300, "user_annotation"),
         cpu_op("A", 10, 30), cpu_op("B", 12, 20), cpu_op("C", 40, 60), cpu_op("D", 120, 200), cpu_op("D", 210, 240),
-        cpu_op("other thread", 0, 300, tid=2),
+        cpu_op("other thread", 0, 300, tid=2), cpu_op("autograd::engine::evaluate_function: MulBackward0", 50, 90, tid=3),
         runtime_call("cudaStreamSynchronize", 15), runtime_call("cudaStreamSynchronize", 70),
         runtime_call("cudaLaunchKernel", 130), runtime_call("cudaStreamSynchronize", 150),
+        runtime_call("cudaStreamSynchronize", 95),  # in no operation: counted, attributed to none
     ]))
     rows = host_summary(trace)
     assert [row["step"] for row in rows] == [1, 2]
-    assert rows[0]["host_ms"] == pytest.approx(0.1) and rows[0]["in_torch_ops_ms"] == pytest.approx(0.04)
-    assert rows[0]["outside_torch_ops_ms"] == pytest.approx(0.06) and rows[0]["torch_ops"] == 2
-    assert rows[0]["top_ops_ms"] == pytest.approx({"A": 0.02, "C": 0.02})
+    assert rows[0]["host_ms"] == pytest.approx(0.1) and rows[0]["in_torch_ops_ms"] == pytest.approx(0.07)
+    assert rows[0]["outside_torch_ops_ms"] == pytest.approx(0.03) and rows[0]["torch_ops"] == 3
+    assert rows[0]["top_ops_ms"] == pytest.approx(
+        {"A": 0.02, "C": 0.02, "autograd::engine::evaluate_function: MulBackward0": 0.04})
     assert rows[1]["host_ms"] == pytest.approx(0.15) and rows[1]["in_torch_ops_ms"] == pytest.approx(0.11)
     assert rows[1]["top_ops_ms"] == pytest.approx({"D": 0.11})
-    assert rows[0]["host_waits_in"] == {"A": 1, "(no torch operation)": 1} and rows[1]["host_waits_in"] == {"D": 1}
+    backward = "autograd::engine::evaluate_function: MulBackward0"
+    assert rows[0]["host_waits_in"] == {"A": 1, backward: 1, "(no torch operation)": 1}
+    assert rows[1]["host_waits_in"] == {"D": 1}
     table = host_table([trace])
-    assert "2 steps; median host step 0.12 ms = 0.07 in torch operations (2 of them) + 0.05 outside" in table
+    assert "2 steps; median host step 0.12 ms = 0.09 in torch operations" in table
     assert "| D | 0.055 |" in table  # median over the two steps of D's time per step (0 and 0.11)
-    assert "by the operation they happened in: A 0.5, (no torch operation) 0.5, D 0.5" in table
+    assert f"by the operation they happened in: A 0.5, {backward} 0.5, (no torch operation) 0.5, D 0.5" in table
 
 
 @pytest.mark.slow

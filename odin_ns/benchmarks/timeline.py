@@ -33,6 +33,8 @@ Interval = Tuple[float, float]
 HOST_WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 """Runtime calls after which the host waits for the GPU queue (``cudaMemcpy`` without ``Async``: a pageable copy);
 each one in a step means host and GPU time add up there instead of overlapping."""
+AUTOGRAD_ENGINE = "autograd::engine::evaluate_function"
+"""Prefix of the operations the autograd engine runs: a thread that runs them does the training step's backward."""
 STEP_NAME = re.compile(r"^(?:odin_unit_|ProfilerStep#)(\d+)$")
 """Ranges marking training steps: the trainer's record_function names, or torch.profiler's own step markers."""
 
@@ -81,7 +83,8 @@ class RankTrace:
     host_steps: List[StepSpan] = field(default_factory=list)
     """The steps as the training thread ran them (the CPU ranges of the step annotations)."""
     host_ops: List[HostOp] = field(default_factory=list)
-    """Outermost torch operations of the training thread, in start order."""
+    """Outermost torch operations of the training thread and of the autograd engine's threads (where the backward
+    runs on CUDA while the training thread waits for it), in start order."""
 
 
 # ----------------------------------------------------------------------------------------------------- reading
@@ -147,9 +150,11 @@ def read_rank_trace(path: Path, index: int = 0) -> RankTrace:
                 for step, ranges in sorted(by_step.items())]
 
     kernels.sort(key=lambda kernel: (kernel.start, kernel.stream))
-    training_ops = [op for tid in step_threads for op in ops_by_thread.get(tid, [])]
+    backward_threads = {tid for tid, ops in ops_by_thread.items()
+                        if any(op.name.startswith(AUTOGRAD_ENGINE) for op in ops)}
+    training_ops = [op for tid in step_threads | backward_threads for op in outermost(ops_by_thread.get(tid, []))]
     return RankTrace(rank, Path(path), kernels, spans_of(gpu_steps or cpu_steps), sorted(host_waits),
-                     spans_of(cpu_steps), outermost(training_ops))
+                     spans_of(cpu_steps), sorted(training_ops, key=lambda op: op.start))
 
 
 def outermost(ops: Iterable[HostOp]) -> List[HostOp]:
@@ -263,7 +268,8 @@ def rank_summary(rank_trace: RankTrace) -> dict:
 
 def host_summary(rank_trace: RankTrace, top: int = 8) -> List[dict]:
     """Per step of the training thread (to the next step's start): its host time, the part spent inside torch
-    operations (launching kernels, collectives, CUDA runtime calls, waits) and outside them (Python of its own), the
+    operations (launching kernels, collectives, CUDA runtime calls, waits; on the training thread or the backward's)
+    and outside them (Python of its own), the
     operations that took the most of it, by name, and which operations the host waits for the GPU (``HOST_WAITS``)
     happened in. Comparing the steps of a 1-rank and a 2-rank run says what a
     peer adds to the host's step."""
@@ -274,7 +280,7 @@ def host_summary(rank_trace: RankTrace, top: int = 8) -> List[dict]:
             break  # the last step's end is the profiler's, not the next step's start
         end = steps[index + 1].start
         ops = [op for op in rank_trace.host_ops if span.start <= op.start < end]
-        inside = measure(clip([(op.start, min(op.end, end)) for op in ops], span.start, end))
+        inside = measure(union(clip([(op.start, min(op.end, end)) for op in ops], span.start, end)))
         waits_in: Dict[str, int] = defaultdict(int)
         for wait in rank_trace.host_waits:
             if span.start <= wait < end:
