@@ -46,6 +46,30 @@ def runs_with_unit_logs(session: Path):
                 yield scene, f"{run['name']} ({run['ranks']} GPU{'s' if run['ranks'] > 1 else ''})", run, spans
 
 
+def per_rank_spans(session: Path):
+    """(scene, configuration, seed, [spans of rank 0, spans of rank 1]) of every 2-GPU run with both ranks' logs."""
+    results = {}
+    for path in glob.glob(str(session / "call*" / "*.json")):
+        for run in json.load(open(path))["runs"]:
+            results[os.path.basename(run["run_dir"])] = run
+    for archive in sorted(glob.glob(str(session / "call*" / "logs*.tgz"))):
+        with tarfile.open(archive) as tar:
+            logs = {member.name: member for member in tar.getmembers() if member.name.endswith(".jsonl")}
+            for name in sorted(logs):
+                run = results.get(name.split("/")[-2])
+                if not name.endswith("/odin_units.jsonl") or run is None or run["ranks"] != 2:
+                    continue
+                ranks = []
+                for log in (name, name.replace("odin_units.jsonl", "odin_units_rank1.jsonl")):
+                    if log not in logs:
+                        break
+                    records = [json.loads(line) for line in tar.extractfile(logs[log])]
+                    records = [r for r in records if r["unit_id"] >= len(records) // 2]
+                    ranks.append({key: 1e3 * statistics.median(r[key] for r in records) for key in SPANS})
+                if len(ranks) == 2:
+                    yield "cup77" if "/cup77/" in name else "large", run["name"], run["seed"], ranks
+
+
 def main(session: Path, out: Path):
     grouped = defaultdict(list)
     for scene, label, run, spans in runs_with_unit_logs(session):
@@ -75,6 +99,11 @@ def main(session: Path, out: Path):
     figure.tight_layout()
     figure.savefig(out, dpi=110)
     print(f"wrote {out}")
+    print("\n| scene | configuration | seed | rank 0: compute, exposed wait, publish (ms) | rank 1: compute, exposed wait, publish |")
+    print("|---|---|---|---|---|")
+    for scene, name, seed, ranks in sorted(per_rank_spans(session), key=lambda row: row[:3]):
+        cells = [", ".join(f"{spans[key]:.2f}" for key in SPANS) for spans in ranks]
+        print(f"| {scene} | {name} | {seed} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":
