@@ -23,7 +23,8 @@ DELAYED_MORE = WindowRecord(conflict_rows=20, buckets=8, buckets_with_updates=4,
 def unit(unit_id: int, window: WindowRecord | None, **fields) -> UnitRecord:
     return UnitRecord(unit_id=unit_id, mode="throughput-first", structure_version=0, exchange="dense",
                       bytes_exchanged=1000 * (unit_id + 1), update_rows=50, window=window,
-                      compute_s=0.01 * (unit_id + 1), exposed_wait_s=0.002, comm_s=0.003, publish_s=0.001, **fields)
+                      compute_s=0.01 * (unit_id + 1), exposed_wait_s=0.002, comm_s=0.003, publish_s=0.001,
+                      host_run_s=0.004 * (unit_id + 1), host_between_s=0.001 * unit_id, **fields)
 
 
 RECORDS = [unit(0, None), unit(1, ADMITTED), unit(2, WAITED, reruns=1, rerun_compute_s=0.004),
@@ -48,6 +49,7 @@ def test_summarize_counts_windows_delays_and_means():
     assert summary.delay_bound_max == DelayBound(pixels=0.4, opacity=0.004, param_step=0.03)  # refused bounds left out
     assert summary.compute_s == pytest.approx(0.035) and summary.rerun_compute_s == pytest.approx(0.004 / 6)
     assert summary.bytes_exchanged == pytest.approx(3500)
+    assert summary.host_run_s == pytest.approx(0.014) and summary.host_between_s == pytest.approx(0.0025)
     assert summary.to_json()["delay_bound_max"] == {"pixels": 0.4, "opacity": 0.004, "param_step": 0.03}
 
 

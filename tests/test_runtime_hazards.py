@@ -225,3 +225,33 @@ def test_runtime_config_sets_up_the_runtime_it_describes():
 def test_buckets_publish_in_runs_of_consecutive_ranges():
     assert consecutive_runs([3, 0, 1, 5, 6, 7]) == [[0, 1], [3], [5, 6, 7]]
     assert consecutive_runs([]) == []
+
+
+@pytest.mark.parametrize("mode", ["sync", "quality-first"])
+def test_every_unit_records_its_host_time_and_the_host_time_before_it(mode):
+    """A unit's ``host_run_s`` covers its ``run_unit`` call (a 20 ms compute here) and ``host_between_s`` the host's
+    time since the previous call returned (30 ms of sleep here; 0 for the first unit), staged units included."""
+    import time
+
+    params = {name: torch.nn.Parameter(torch.zeros(NUM_ROWS, 3)) for name in ("means", "colors")}
+    optimizers = {name: ScopedAdam([param]) for name, param in params.items()}
+    runtime = RuntimeConfig(mode=mode).setup(params=params, optimizers=optimizers, context=DistContext.single("cpu"))
+    visible = torch.zeros(NUM_ROWS, dtype=torch.bool)
+    visible[:100] = True
+
+    def compute(views):
+        time.sleep(0.02)
+        loss = sum(view[visible].square().sum() for view in views.values())
+        loss.backward()
+        return loss.detach(), visible
+
+    for unit in range(4):
+        if unit:
+            time.sleep(0.03)
+        runtime.run_unit(unit, compute, lambda views: visible.clone())
+    runtime.drain()
+    records = runtime.stats.take()
+    assert [record.unit_id for record in records] == [0, 1, 2, 3]
+    # lower bounds only: a sleep lasts at least as long as asked, however loaded the machine
+    assert all(record.host_run_s >= 0.02 for record in records)
+    assert records[0].host_between_s == 0.0 and all(record.host_between_s >= 0.03 for record in records[1:])

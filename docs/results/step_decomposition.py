@@ -24,6 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 SPANS = ("compute_s", "exposed_wait_s", "publish_s")
+HOST_TIMES = ("host_run_s", "host_between_s")
+"""Host wall times per unit, in ``run_unit`` and before it (absent from older logs)."""
 
 
 def runs_with_unit_logs(session: Path):
@@ -65,7 +67,8 @@ def per_rank_spans(session: Path):
                         break
                     records = [json.loads(line) for line in tar.extractfile(logs[log])]
                     records = [r for r in records if r["unit_id"] >= len(records) // 2]
-                    ranks.append({key: 1e3 * statistics.median(r[key] for r in records) for key in SPANS})
+                    ranks.append({key: 1e3 * statistics.median(r[key] for r in records)
+                                  for key in (*SPANS, *HOST_TIMES) if key in records[0]})
                 if len(ranks) == 2:
                     yield "cup77" if "/cup77/" in name else "large", run["name"], run["seed"], ranks
 
@@ -99,10 +102,11 @@ def main(session: Path, out: Path):
     figure.tight_layout()
     figure.savefig(out, dpi=110)
     print(f"wrote {out}")
-    print("\n| scene | configuration | seed | rank 0: compute, exposed wait, publish (ms) | rank 1: compute, exposed wait, publish |")
+    print("\n| scene | configuration | seed | rank 0: compute, exposed wait, publish[, host in run_unit, host before] "
+          "(ms) | rank 1: the same |")
     print("|---|---|---|---|---|")
     for scene, name, seed, ranks in sorted(per_rank_spans(session), key=lambda row: row[:3]):
-        cells = [", ".join(f"{spans[key]:.2f}" for key in SPANS) for spans in ranks]
+        cells = [", ".join(f"{value:.2f}" for value in spans.values()) for spans in ranks]
         print(f"| {scene} | {name} | {seed} | {cells[0]} | {cells[1]} |")
 
 

@@ -22,6 +22,7 @@ The window's decision and checks live in ``window``; docs/design.md explains the
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 
 import numpy as np
@@ -93,6 +94,8 @@ class OdinRuntime:
         self._publication = Publication(selective=config.adam == "selective")
         self._stretches = SyncPathStretches(config.fallback_after, config.fallback_units)
         self._pending: StagedUnit | None = None
+        self._returned_at: float | None = None
+        """When the last ``run_unit`` returned (host clock), for the next record's ``host_between_s``."""
         self._optimizers: Mapping[str, RowOptimizer] = optimizers
         self.rebind(params, optimizers)
 
@@ -144,7 +147,24 @@ class OdinRuntime:
         """Run one unit; return its loss. In the overlapped modes the unit stays staged until the next ``run_unit``
         or ``drain``, and ``visible_fn`` (its read scope) is required; throughput-first also needs
         ``sensitivity_fn``, which turns the bound on a delayed read into the unit's pixels."""
+        started = time.perf_counter()
         trace = UnitTrace(UnitRecord(unit_id, self.config.mode, self.structure_version))
+        if self._returned_at is not None:
+            trace.record.host_between_s = started - self._returned_at
+        try:
+            return self._run_unit(unit_id, trace, compute_fn, visible_fn, sensitivity_fn)
+        finally:
+            self._returned_at = time.perf_counter()
+            trace.record.host_run_s = self._returned_at - started
+
+    def _run_unit(
+        self,
+        unit_id: int,
+        trace: UnitTrace,
+        compute_fn: ComputeFn,
+        visible_fn: VisibleFn | None,
+        sensitivity_fn: SensitivityFn | None,
+    ) -> torch.Tensor:
         if not self.config.overlapped or self._stretches.take_sync_unit():
             self._publish_pending()  # leaving the overlap: the staged unit publishes first, as under sync
             trace.record.sync_path = self.config.overlapped

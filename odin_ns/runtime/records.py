@@ -27,6 +27,11 @@ SPANS = ("compute_s", "rerun_compute_s", "exposed_wait_s", "comm_s", "publish_s"
 compute path was blocked on the unit's collectives, ``comm_s`` launch of its first collective to the observed
 completion of its last (on the CPU completion is observed when waited for: an upper bound when the exchange was
 hidden), ``publish_s`` its optimizer publication."""
+HOST_TIMES = ("host_run_s", "host_between_s")
+"""Host wall times, on every device: ``host_run_s`` the unit's ``run_unit`` call (launching its work, and its
+exchange's and its predecessor's publication; on the CPU running them too), ``host_between_s`` from the previous
+``run_unit``'s return to this one's start (the trainer's and nerfstudio's own work, the scheduler, logging). On a
+GPU, a rank whose host is the slower one has the larger sum; the GPU spans above say whether its GPU waited."""
 UNIT_LOG = "odin_units.jsonl"
 
 
@@ -110,6 +115,9 @@ class UnitRecord:
     exposed_wait_s: float = 0.0
     comm_s: float = 0.0
     publish_s: float = 0.0
+    host_run_s: float = 0.0
+    host_between_s: float = 0.0
+    """See ``HOST_TIMES`` (0 for the first unit, and in logs written before they were recorded)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -165,6 +173,8 @@ class UnitSummary:
     exposed_wait_s: float
     comm_s: float
     publish_s: float
+    host_run_s: float
+    host_between_s: float
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,7 +206,7 @@ def summarize(records: Sequence[UnitRecord]) -> UnitSummary:
         delayed_ratio_max=max((window.delayed_ratio for window in windows), default=0.0),
         delay_bound_max=functools.reduce(DelayBound.max, bounds) if bounds else None,
         bytes_exchanged=mean("bytes_exchanged"),
-        **{name: mean(name) for name in SPANS},
+        **{name: mean(name) for name in (*SPANS, *HOST_TIMES)},
     )
 
 
