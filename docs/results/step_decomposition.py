@@ -28,28 +28,9 @@ HOST_TIMES = ("host_run_s", "host_between_s")
 """Host wall times per unit, in ``run_unit`` and before it (absent from older logs)."""
 
 
-def runs_with_unit_logs(session: Path):
-    results = {}
-    for path in glob.glob(str(session / "call*" / "*.json")):
-        for run in json.load(open(path))["runs"]:
-            results[os.path.basename(run["run_dir"])] = run
-    for archive in sorted(glob.glob(str(session / "call*" / "logs*.tgz"))):
-        with tarfile.open(archive) as tar:
-            for member in tar.getmembers():
-                if not member.name.endswith("/odin_units.jsonl"):
-                    continue
-                run = results.get(member.name.split("/")[-2])
-                if run is None:  # a run its bench did not finish (timed out)
-                    continue
-                records = [json.loads(line) for line in tar.extractfile(member)]
-                records = [r for r in records if r["unit_id"] >= len(records) // 2]
-                spans = {name: 1e3 * statistics.median(r[name] for r in records) for name in SPANS}
-                scene = "cup77" if "/cup77/" in member.name else "large"
-                yield scene, f"{run['name']} ({run['ranks']} GPU{'s' if run['ranks'] > 1 else ''})", run, spans
-
-
-def per_rank_spans(session: Path):
-    """(scene, configuration, seed, [spans of rank 0, spans of rank 1]) of every 2-GPU run with both ranks' logs."""
+def unit_logs(session: Path):
+    """(run, scene, [medians of each rank's spans and host times, in ms]) of every run whose bench finished (a timed
+    out bench has no results entry) and whose rank-0 log was kept; medians over the second half of the units."""
     results = {}
     for path in glob.glob(str(session / "call*" / "*.json")):
         for run in json.load(open(path))["runs"]:
@@ -59,24 +40,26 @@ def per_rank_spans(session: Path):
             logs = {member.name: member for member in tar.getmembers() if member.name.endswith(".jsonl")}
             for name in sorted(logs):
                 run = results.get(name.split("/")[-2])
-                if not name.endswith("/odin_units.jsonl") or run is None or run["ranks"] != 2:
+                if not name.endswith("/odin_units.jsonl") or run is None:
                     continue
                 ranks = []
-                for log in (name, name.replace("odin_units.jsonl", "odin_units_rank1.jsonl")):
+                for rank in range(run["ranks"]):
+                    log = name if rank == 0 else name.replace("odin_units.jsonl", f"odin_units_rank{rank}.jsonl")
                     if log not in logs:
                         break
                     records = [json.loads(line) for line in tar.extractfile(logs[log])]
                     records = [r for r in records if r["unit_id"] >= len(records) // 2]
                     ranks.append({key: 1e3 * statistics.median(r[key] for r in records)
                                   for key in (*SPANS, *HOST_TIMES) if key in records[0]})
-                if len(ranks) == 2:
-                    yield "cup77" if "/cup77/" in name else "large", run["name"], run["seed"], ranks
+                yield run, "cup77" if "/cup77/" in name else "large", ranks
 
 
 def main(session: Path, out: Path):
     grouped = defaultdict(list)
-    for scene, label, run, spans in runs_with_unit_logs(session):
-        grouped[(scene, label)].append((run["step_s"] * 1e3, spans))
+    logs = list(unit_logs(session))
+    for run, scene, ranks in logs:
+        label = f"{run['name']} ({run['ranks']} GPU{'s' if run['ranks'] > 1 else ''})"
+        grouped[(scene, label)].append((run["step_s"] * 1e3, ranks[0]))
     rows = []
     print("| scene | configuration | runs | step ms | compute | exposed wait | publish | rest of the step |")
     print("|---|---|---|---|---|---|---|---|")
@@ -105,9 +88,10 @@ def main(session: Path, out: Path):
     print("\n| scene | configuration | seed | rank 0: compute, exposed wait, publish[, host in run_unit, host before] "
           "(ms) | rank 1: the same |")
     print("|---|---|---|---|---|")
-    for scene, name, seed, ranks in sorted(per_rank_spans(session), key=lambda row: row[:3]):
-        cells = [", ".join(f"{value:.2f}" for value in spans.values()) for spans in ranks]
-        print(f"| {scene} | {name} | {seed} | {cells[0]} | {cells[1]} |")
+    for run, scene, ranks in sorted(logs, key=lambda log: (log[1], log[0]["name"], log[0]["seed"])):
+        if len(ranks) == 2:
+            cells = [", ".join(f"{value:.2f}" for value in spans.values()) for spans in ranks]
+            print(f"| {scene} | {run['name']} | {run['seed']} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":
