@@ -45,6 +45,24 @@ def test_buckets_cover_all_rows_in_word_aligned_ranges():
     assert RowBuckets.for_tensors(tensors, bucket_bytes=1).rows_per_bucket == 32
 
 
+def test_buckets_are_not_cut_below_the_smallest_size_to_reach_the_bucket_count():
+    """1000 rows of 28 bytes: min_buckets 8 asks for 125 rows (96, in whole words), a floor of 5,000 bytes keeps 179
+    (192 in whole words, rounded up to the floor); the largest bucket still caps it; a floor above the whole table
+    leaves one bucket; floor 0 is min_buckets alone."""
+    tensors = [torch.zeros(NUM_ROWS, 3), torch.zeros(NUM_ROWS, 2, 2)]
+    assert RowBuckets.for_tensors(tensors, 28 * 1000, min_buckets=8).rows_per_bucket == 96
+    assert RowBuckets.for_tensors(tensors, 28 * 1000, min_buckets=8, min_bucket_bytes=0).rows_per_bucket == 96
+    assert RowBuckets.for_tensors(tensors, 28 * 1000, min_buckets=8, min_bucket_bytes=5000).rows_per_bucket == 192
+    assert RowBuckets.for_tensors(tensors, 28 * 100, min_buckets=8, min_bucket_bytes=2800).rows_per_bucket == 96
+    assert len(RowBuckets.for_tensors(tensors, 28 * 2000, min_buckets=8, min_bucket_bytes=28 * 1500).ranges) == 1
+    with pytest.raises(ValueError, match="min_bucket_bytes not negative"):
+        RowBuckets.for_tensors(tensors, 28 * 1000, min_bucket_bytes=-1)
+    config = RuntimeConfig(bucket_mb=0.5, min_bucket_mb=0.25, min_buckets=8)
+    table = torch.zeros(100_000, 4)  # 16 bytes a row: 0.25 MB is 16,384 rows
+    assert config.buckets_for([table]).rows_per_bucket == 16_384
+    assert RuntimeConfig(bucket_mb=0.5, min_buckets=8).buckets_for([table]).rows_per_bucket == 12_480
+
+
 def test_rows_per_range_and_restriction_follow_the_ranges():
     bitmap = scope([0, 31, 32, 500, 999])
     ranges = [(0, 32), (32, 512), (512, 1000)]
@@ -198,6 +216,8 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         RuntimeConfig(mode="sync", exchange="scoped", sharded_optimizer=True)
     with pytest.raises(ValueError, match="min_buckets"):
         RuntimeConfig(min_buckets=0)
+    with pytest.raises(ValueError, match=r"min_bucket_mb must be within \[0, bucket_mb = 1.0\], got 2.0"):
+        RuntimeConfig(bucket_mb=1.0, min_bucket_mb=2.0)
     with pytest.raises(ValueError, match="tau must be within"):
         RuntimeConfig(delay=DelayLimits(tau=1.5))
     with pytest.raises(ValueError, match="missing torchrun environment variable"):

@@ -24,7 +24,6 @@ import numpy as np
 import tyro
 
 from odin_ns.benchmarks.host_waits import in_process_trainer
-from odin_ns.comm.collectives import RowBuckets
 from odin_ns.data.datamanager import plan_training_views
 from odin_ns.model import NEAR_PLANE
 from odin_ns.read_prediction import SplatReadPredictor, pinhole_views
@@ -74,7 +73,7 @@ def reach(data: Path, world_size: int, min_buckets: Tuple[int, ...], units: int)
     params = model.gauss_params
     results = []
     for count in min_buckets:
-        buckets = RowBuckets.for_tensors(list(params.values()), RuntimeConfig(min_buckets=count).bucket_bytes, count)
+        buckets = RuntimeConfig(min_buckets=count).buckets_for(list(params.values()))
         predictor = SplatReadPredictor(
             pinhole_views(datamanager.train_cameras), plan.unit_views, 0, lambda: means["lr"], lambda: scales["lr"],
             tuple(means["betas"]), NEAR_PLANE, largest_downscale=2**model.config.num_downscales,

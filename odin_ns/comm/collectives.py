@@ -48,16 +48,23 @@ class RowBuckets:
     rows_per_bucket: int
 
     @classmethod
-    def for_tensors(cls, tensors: Sequence[torch.Tensor], bucket_bytes: int, min_buckets: int = 1) -> RowBuckets:
+    def for_tensors(
+        cls, tensors: Sequence[torch.Tensor], bucket_bytes: int, min_buckets: int = 1, min_bucket_bytes: int = 0
+    ) -> RowBuckets:
         """Buckets of at most ``bucket_bytes`` of packed rows of ``tensors`` (row-aligned [N, ...]), and at least
-        ``min_buckets`` of them where the rows allow, so a conflict waits for part of an exchange, not all of it."""
-        if bucket_bytes <= 0 or min_buckets <= 0:
-            raise ValueError(f"bucket_bytes and min_buckets must be positive, got {bucket_bytes}, {min_buckets}")
+        ``min_buckets`` of them where the rows allow, so a conflict waits for part of an exchange, not all of it; but
+        none cut below ``min_bucket_bytes`` to get there (a collective costs its launch and latency whatever its
+        size)."""
+        if bucket_bytes <= 0 or min_buckets <= 0 or min_bucket_bytes < 0:
+            raise ValueError(f"bucket_bytes and min_buckets must be positive and min_bucket_bytes not negative, got "
+                             f"{bucket_bytes}, {min_buckets}, {min_bucket_bytes}")
         num_rows = tensors[0].shape[0]
-        bytes_per_row = sum(math.prod(t.shape[1:]) * t.element_size() for t in tensors)
-        rows_by_bytes = bucket_bytes // max(bytes_per_row, 1)
+        bytes_per_row = max(sum(math.prod(t.shape[1:]) * t.element_size() for t in tensors), 1)
+        rows_by_bytes = bucket_bytes // bytes_per_row
         rows_by_count = -(-num_rows // min_buckets)
-        whole_words = min(rows_by_bytes, rows_by_count) // BITS_PER_WORD * BITS_PER_WORD
+        rows_by_floor = -(-min_bucket_bytes // bytes_per_row)
+        rows_by_floor = -(-rows_by_floor // BITS_PER_WORD) * BITS_PER_WORD  # whole words, at least the floor
+        whole_words = min(rows_by_bytes, max(rows_by_count, rows_by_floor)) // BITS_PER_WORD * BITS_PER_WORD
         return cls(num_rows=num_rows, rows_per_bucket=max(BITS_PER_WORD, whole_words))
 
     @classmethod

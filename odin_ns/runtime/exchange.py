@@ -104,7 +104,7 @@ class GradientExchange:
         if self.context.world_size == 1:
             self.buckets = RowBuckets.single(num_rows)
         else:
-            self.buckets = RowBuckets.for_tensors([table], self.config.bucket_bytes, self.config.min_buckets)
+            self.buckets = self.config.buckets_for([table])
         per_shard = -(-num_rows // (self.context.world_size * BITS_PER_WORD)) * BITS_PER_WORD
         self.shards = [(min(rank * per_shard, num_rows), min((rank + 1) * per_shard, num_rows))
                        for rank in range(self.context.world_size)]

@@ -82,9 +82,7 @@ class Wire:
     @property
     def buckets(self) -> RowBuckets:
         """The runtime's bucket plan for these rows at its default bucket size and bucket count."""
-        config = RuntimeConfig()
-        rows = torch.empty((self.gaussians, self.gradient_row_bytes // 4), device="meta")
-        return RowBuckets.for_tensors([rows], config.bucket_bytes, config.min_buckets)
+        return RuntimeConfig().buckets_for([torch.empty((self.gaussians, self.gradient_row_bytes // 4), device="meta")])
 
     def bucket_bytes(self) -> list[int]:
         return [(hi - lo) * self.gradient_row_bytes for lo, hi in self.buckets.ranges]
