@@ -126,6 +126,8 @@ def test_views_per_rank_interleave_in_each_round_and_compare_with_one_view():
     assert command.configurations(["sync", "gsplat-distributed"]) == [
         ("splatfacto", 1, 1), ("sync", 1, 1), ("sync", 2, 1), ("sync", 1, 4), ("sync", 2, 4),
         ("gsplat-distributed", 2, 1)]
+    assert bench.training_command("sync-one-bucket", 2, Path("d"), Path("o"), 10, 0, ())[-4:] == [
+        "--pipeline.odin.mode", "sync", "--pipeline.odin.min-buckets", "1"]
     one_gpu = BenchCommand(data=Path("."), gpus=1)  # odin's 1-GPU run beside stock is the sync mode itself: once
     assert one_gpu.configurations(["sync", "quality-first"]) == [
         ("splatfacto", 1, 1), ("sync", 1, 1), ("quality-first", 1, 1)]

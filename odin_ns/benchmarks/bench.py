@@ -36,10 +36,12 @@ ODIN_VARIANTS = {
     "sync-presized": ("--pipeline.odin.mode", "sync", "--pipeline.model.presized-intersections", "True"),
     "quality-first-predicted-presized": ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes",
                                          "predicted", "--pipeline.model.presized-intersections", "True"),
+    "sync-one-bucket": ("--pipeline.odin.mode", "sync", "--pipeline.odin.min-buckets", "1"),
 }
 """Odin configurations beyond the modes, by name: quality-first deciding its windows from predicted read scopes;
 sync with each rank stepping the Adam state of 1/W of the rows; either with tile intersections sized ahead (a
-forward with no host read)."""
+forward with no host read); sync with its exchange in as few buckets as ``bucket-mb`` allows (fewer collectives per
+unit)."""
 ODIN_CONFIGURATIONS = (*MODES, *ODIN_VARIANTS)
 ITERATION_TIME_TAG = "Train Iter (time)"
 QUALITY_METRICS = {"psnr": min, "ssim": min, "lpips": max}
@@ -62,7 +64,8 @@ class BenchCommand:
     """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first,
     no-exchange), quality-first-predicted (quality-first with predicted read scopes), sync-sharded (sync with a
     sharded optimizer), sync-presized and quality-first-predicted-presized (tile intersections sized ahead, gsplat
-    only) and gsplat-distributed (gsplat's sharded multi-GPU training, CUDA only)."""
+    only), sync-one-bucket (sync with the fewest collectives per unit) and gsplat-distributed (gsplat's sharded
+    multi-GPU training, CUDA only)."""
     seeds: int = 1
     """Repetitions per configuration (machine seeds 42 + first_seed, 43 + first_seed, ...)."""
     first_seed: int = 0
