@@ -73,7 +73,9 @@ def test_bench_run_summarizes_the_steady_half_of_rank_0s_unit_log(tmp_path: Path
     for rank in range(2):
         write_unit_log(unit_log(run_dir, rank), [
             UnitRecord(unit_id=unit, mode="quality-first", structure_version=0, compute_s=0.01 * (rank + 1),
-                       exposed_wait_s=0.004 if unit < 4 else 0.001, window=admitted if unit % 2 else waited)
+                       exposed_wait_s=(0.004 if unit < 4 else 0.001) * (1 + 2 * rank),
+                       window=admitted if unit % 2 else waited, host_run_s=0.005 + 0.001 * unit,
+                       host_between_s=0.002 * (1 - rank))
             for unit in range(8)])
     monkeypatch.setattr(bench, "training_command", lambda *arguments: ["ns-train"])
     monkeypatch.setattr(bench, "run_training", lambda command, run_root, label: run_dir)
@@ -85,6 +87,10 @@ def test_bench_run_summarizes_the_steady_half_of_rank_0s_unit_log(tmp_path: Path
     assert run["buckets_overlapped_fraction"] == pytest.approx(1 - 4 / 32)
     assert [unit["unit_id"] for unit in run["timeline"]] == list(range(8))
     assert [timeline[0]["compute_s"] for timeline in run["timelines_by_rank"]] == [0.01, 0.02]
+    # units 4..7 per rank: 9-12 ms in run_unit (median 10.5), and 2 ms before it on rank 0 only
+    assert run["host_ms_by_rank"] == pytest.approx([12.5, 10.5]) and run["exposed_wait_ms_by_rank"] == pytest.approx([1, 3])
+    rows = summarize_configurations([run, {**run, "seed": 1, "host_ms_by_rank": [14.5, 8.5]}])
+    assert rows[0]["host_ms_by_rank"] == "13.50 / 9.50" and rows[0]["exposed_wait_ms_by_rank"] == "1.00 / 3.00"
     json.dumps(run)  # results.json holds it
 
 

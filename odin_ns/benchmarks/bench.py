@@ -154,6 +154,7 @@ class BenchCommand:
             run.update(summarize(steady_state(records_by_rank[0])).to_json())
             run["timeline"] = unit_timeline(records_by_rank[0])
             run["timelines_by_rank"] = [unit_timeline(records) for records in records_by_rank]
+            run.update(per_rank_medians(records_by_rank))
         if self.quality and name == GSPLAT_PEER:
             run["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
         elif self.quality and name != "no-exchange":
@@ -257,6 +258,18 @@ def steady_state(values: Sequence[T]) -> Sequence[T]:
     return values[len(values) // 2 :]
 
 
+def per_rank_medians(records_by_rank: Sequence[Sequence[UnitRecord]]) -> Dict[str, List[float]]:
+    """Each rank's steady-state median host time per unit (in ``run_unit`` and before it) and exposed wait, in ms:
+    with several ranks, the one whose host takes longest paces the others, whose GPUs then wait."""
+    def median_ms(records: Sequence[UnitRecord], value) -> float:
+        return 1e3 * statistics.median(value(record) for record in steady_state(records))
+
+    return {
+        "host_ms_by_rank": [median_ms(records, lambda r: r.host_run_s + r.host_between_s) for records in records_by_rank],
+        "exposed_wait_ms_by_rank": [median_ms(records, lambda r: r.exposed_wait_s) for records in records_by_rank],
+    }
+
+
 def unit_timeline(records: Sequence[UnitRecord]) -> List[Dict]:
     """The last 20 units' spans, for the step-timeline plot."""
     return [{"unit_id": record.unit_id, "compute_s": record.compute_s, "exposed_wait_s": record.exposed_wait_s,
@@ -310,6 +323,9 @@ def summarize_configurations(runs: List[Dict]) -> List[Dict]:
             if sync_wait:
                 row["wait_hidden"] = 1 - statistics.median(run["exposed_wait_s"] for run in group) / sync_wait
             row["buckets_overlapped_fraction"] = group[0].get("buckets_overlapped_fraction")
+        for key in ("host_ms_by_rank", "exposed_wait_ms_by_rank"):
+            if ranks > 1 and all(len(run.get(key, ())) == ranks for run in group):
+                row[key] = " / ".join(f"{statistics.median(run[key][rank] for run in group):.2f}" for rank in range(ranks))
         qualities = [run["quality"] for run in group if "psnr" in run.get("quality", {})]
         if qualities:
             row["psnr"] = statistics.median(q["psnr"] for q in qualities)
@@ -349,6 +365,7 @@ def format_table(rows: List[Dict]) -> str:
     columns = ["config", "ranks", "views_per_rank", "views_per_s_median", "views_per_s_min", "views_per_s_max",
                "ratio_to_sync", "ratio_to_one_view",
                "step_time_vs_no_exchange", "scaling_efficiency", "exposed_wait_ms", "wait_hidden",
+               "host_ms_by_rank", "exposed_wait_ms_by_rank",
                "buckets_overlapped_fraction", "psnr", "ssim", "psnr_delta_mean", "psnr_delta_worst",
                "psnr_delta_pct_worst", "ssim_delta_mean", "ssim_delta_worst"]
 
