@@ -7,12 +7,17 @@ included: what a leak would grow), against the step its unit log has reached. Pr
 and a plot.
 
 Usage: ``python -m odin_ns.benchmarks.memory_soak --steps 5000 --ranks 2 --out outputs/memory_soak``; on GPUs, e.g.
-``--data /tmp/large --steps 30000 --stop-split-at 15000``.
+``--data /tmp/large --steps 30000 --stop-split-at 15000``, within a time limit ``--max-seconds 540`` (the samples so
+far are reported), at half resolution ``--extra "odin-data --downscale-factor 2"``. results.json is rewritten after
+every sample, so a soak cut short still leaves its samples.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +44,11 @@ class MemorySoakCommand:
     stop_split_at: int = 1000
     """Views after which densification stops (the Gaussian count, and the memory it needs, settle)."""
     sample_every_s: float = 5.0
+    max_seconds: Optional[float] = None
+    """Stop training after this long (SIGTERM to the launcher's process group) and report the samples so far; None:
+    train every step."""
+    extra: str = ""
+    """More ns-train arguments, appended (e.g. a dataparser subcommand: "odin-data --downscale-factor 2")."""
 
     def main(self) -> None:
         from odin_ns.data.demo_scene import generate_demo_scene
@@ -50,20 +60,19 @@ class MemorySoakCommand:
             self.out / "scene", num_views=24, width=64, height=48, gaussians_per_region=400, seed=3
         )
         runs = self.out / "runs"
-        command = [
-            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(self.ranks),
-            installed_script("ns-train"), "odin-splatfacto", "--data", str(scene), "--output-dir", str(runs),
-            "--max-num-iterations", str(self.steps), "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
-            "--logging.local-writer.enable", "False", "--steps-per-eval-image", "1000000",
-            "--steps-per-eval-all-images", "1000000", "--steps-per-eval-batch", "0", "--steps-per-save", "1000000",
-            "--pipeline.model.num-downscales", "0", "--pipeline.model.stop-split-at", str(self.stop_split_at),
-        ]
+        command = self.training_command(scene, runs)
         print(" ".join(command))
-        launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        samples = []
+        launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+        samples: list[dict] = []
+        results = {"command": " ".join(command), "samples": samples, "stopped_after_s": None}
         start = time.monotonic()
         while launcher.poll() is None:
             time.sleep(self.sample_every_s)
+            if self.max_seconds is not None and time.monotonic() - start > self.max_seconds:
+                results["stopped_after_s"] = round(time.monotonic() - start, 1)
+                stop_process_group(launcher)
+                break
             step = self._steps_logged(runs)
             try:
                 ranks = [p for p in psutil.Process(launcher.pid).children(recursive=True) if "ns-train" in " ".join(p.cmdline())]
@@ -77,11 +86,24 @@ class MemorySoakCommand:
                 if all(process.pid in gpu_mb for process in by_rank):
                     sample["gpu_mb"] = [gpu_mb[process.pid] for process in by_rank]
                 samples.append(sample)
-        if launcher.returncode != 0:
+                (self.out / "results.json").write_text(json.dumps(results, indent=1))
+        if results["stopped_after_s"] is None and launcher.returncode != 0:
             raise SystemExit(f"error: training exited {launcher.returncode}: {launcher.stderr.read()[-2000:]}")
-        results = {"command": " ".join(command), "samples": samples}
         (self.out / "results.json").write_text(json.dumps(results, indent=1))
+        if results["stopped_after_s"] is not None:
+            print(f"stopped after {results['stopped_after_s']} s (--max-seconds), at step {samples[-1]['step'] if samples else 0}")
         self._report(samples)
+
+    def training_command(self, scene: Path, runs: Path) -> list[str]:
+        return [
+            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(self.ranks),
+            installed_script("ns-train"), "odin-splatfacto", "--data", str(scene), "--output-dir", str(runs),
+            "--max-num-iterations", str(self.steps), "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
+            "--logging.local-writer.enable", "False", "--steps-per-eval-image", "1000000",
+            "--steps-per-eval-all-images", "1000000", "--steps-per-eval-batch", "0", "--steps-per-save", "1000000",
+            "--pipeline.model.num-downscales", "0", "--pipeline.model.stop-split-at", str(self.stop_split_at),
+            *shlex.split(self.extra),
+        ]
 
     @staticmethod
     def _steps_logged(runs: Path) -> int | None:
@@ -115,6 +137,21 @@ class MemorySoakCommand:
         figure.tight_layout()
         figure.savefig(self.out / "memory_soak.png", dpi=120)
         print(f"wrote {self.out / 'results.json'} and {self.out / 'memory_soak.png'}")
+
+
+def stop_process_group(launcher: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM to the launcher and every process it started (the ranks stop as on any SIGTERM), SIGKILL after
+    ``grace_s``."""
+    for number, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(launcher.pid, number)
+        except ProcessLookupError:
+            return
+        try:
+            launcher.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def gpu_memory_by_pid() -> dict[int, float]:
