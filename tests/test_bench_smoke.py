@@ -32,5 +32,7 @@ def test_bench_writes_results_and_plots(tiny_scene: Path, tmp_path: Path):
     assert rows["quality-first-predicted"]["psnr"] == rows["sync"]["psnr"]  # decided ahead, still sync's result
     assert all(run["exposed_wait_s"] >= 0 and run["timeline"] for run in results["runs"])
     assert all(len(run["timelines_by_rank"]) == 2 and all(run["timelines_by_rank"]) for run in results["runs"])
+    assert all(len(run["host_ms_by_rank"]) == 2 and min(run["host_ms_by_rank"]) > 0 for run in results["runs"])
+    assert all(len(row["host_ms_by_rank"].split(" / ")) == 2 for row in rows.values())
     for plot in ("throughput.png", "timeline.png", "quality.png"):
         assert (out / plot).stat().st_size > 1000
