@@ -132,7 +132,7 @@ def test_host_time_per_step_is_split_into_outermost_torch_operations_and_the_res
     backward = "autograd::engine::evaluate_function: MulBackward0"
     assert rows[0]["host_waits_in"] == {"A": 1, backward: 1, "(no torch operation)": 1}
     assert rows[1]["host_waits_in"] == {"D": 1}
-    table = host_table([trace])
+    table = host_table({trace.rank: rows})
     assert "2 steps; median host step 0.12 ms = 0.09 in torch operations" in table
     assert "| D | 0.055 |" in table  # median over the two steps of D's time per step (0 and 0.11)
     assert f"by the operation they happened in: A 0.5, {backward} 0.5, (no torch operation) 0.5, D 0.5" in table

@@ -25,7 +25,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Annotated, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import tyro
 
@@ -64,8 +64,8 @@ class StepSpan:
 
 @dataclass(frozen=True)
 class HostOp:
-    """A torch operation on the training thread that no other operation encloses (its time includes its children's:
-    the kernels it launched, the CUDA runtime calls it made)."""
+    """A torch operation of a step's host work that no other operation of its thread encloses (its time includes its
+    children's: the kernels it launched, the CUDA runtime calls it made)."""
 
     name: str
     start: float
@@ -269,9 +269,8 @@ def rank_summary(rank_trace: RankTrace) -> dict:
 def host_summary(rank_trace: RankTrace, top: int = 8) -> List[dict]:
     """Per step of the training thread (to the next step's start): its host time, the part spent inside torch
     operations (launching kernels, collectives, CUDA runtime calls, waits; on the training thread or the backward's)
-    and outside them (Python of its own), the
-    operations that took the most of it, by name, and which operations the host waits for the GPU (``HOST_WAITS``)
-    happened in. Comparing the steps of a 1-rank and a 2-rank run says what a
+    and outside them (Python of its own), the operations that took the most of it, by name, and which operations the
+    host waits for the GPU (``HOST_WAITS``) happened in. Comparing the steps of a 1-rank and a 2-rank run says what a
     peer adds to the host's step."""
     steps = rank_trace.host_steps
     rows = []
@@ -300,16 +299,15 @@ def host_summary(rank_trace: RankTrace, top: int = 8) -> List[dict]:
     return rows
 
 
-def host_table(traces: Sequence[RankTrace], top: int = 8) -> str:
-    """Markdown: per rank, the median step's host time split as ``host_summary`` splits it, then the operations
-    with the largest median time per step."""
+def host_table(host_steps: Mapping[int, List[dict]], top: int = 8) -> str:
+    """Markdown: per rank, the median step's host time split as ``host_summary`` (its rows, by rank) splits it, then
+    the operations with the largest median time per step."""
     lines = []
-    for trace in traces:
-        rows = host_summary(trace, top)
+    for rank, rows in host_steps.items():
         if not rows:
             continue
         median = lambda values: statistics.median(values) if values else 0.0  # noqa: E731
-        lines.append(f"rank {trace.rank}: {len(rows)} steps; median host step {median([r['host_ms'] for r in rows]):.2f} ms "
+        lines.append(f"rank {rank}: {len(rows)} steps; median host step {median([r['host_ms'] for r in rows]):.2f} ms "
                      f"= {median([r['in_torch_ops_ms'] for r in rows]):.2f} in torch operations "
                      f"({median([r['torch_ops'] for r in rows]):.0f} of them) + "
                      f"{median([r['outside_torch_ops_ms'] for r in rows]):.2f} outside")
@@ -332,7 +330,7 @@ def host_table(traces: Sequence[RankTrace], top: int = 8) -> str:
 
 def overlap_summary(traces: Sequence[RankTrace]) -> dict:
     """Per-rank figures and their totals over ranks."""
-    ranks = {str(trace.rank): {**rank_summary(trace), "host_steps": host_summary(trace)} for trace in traces}
+    ranks = {str(trace.rank): rank_summary(trace) for trace in traces}
     comm = sum(rank["comm_ms"] for rank in ranks.values())
     overlapped = sum(rank["overlapped_comm_ms"] for rank in ranks.values())
     total = {"comm_ms": round(comm, 6), "overlapped_comm_ms": round(overlapped, 6),
@@ -419,13 +417,16 @@ class TimelineCommand:
         if not self.traces:
             raise SystemExit("error: give at least one trace (profile_rank*.json.gz)")
         traces = [read_rank_trace(path, index) for index, path in enumerate(self.traces)]
-        table = host_table(traces)
+        host_steps = {trace.rank: host_summary(trace) for trace in traces}
+        table = host_table(host_steps)
         if not any(trace.kernels for trace in traces):
             if table:
                 print("## Host time of the training thread per step\n\n" + table)
             raise SystemExit(f"no GPU kernels in {', '.join(map(str, self.traces))}: a CPU-only profile "
                              "(no CUDA activity recorded), so there is no stream overlap to measure")
         summary = overlap_summary(traces)
+        for rank, rows in host_steps.items():
+            summary["ranks"][str(rank)]["host_steps"] = rows
         print(json.dumps(summary, indent=2))
         if table:
             print("\n## Host time of the training thread per step\n\n" + table)
