@@ -233,6 +233,7 @@ def rank_context() -> DistContext:
 
 
 def make_runtime(model: ToyModel, dense_params=(), predictor=None, **config) -> OdinRuntime:
+    config.setdefault("min_bucket_mb", 0.0)  # toy tables: buckets cut by min_buckets alone, many per exchange
     config = RuntimeConfig(bucket_mb=BUCKET_MB, timeout_s=10.0, **config)
     return config.setup(
         params=model.params, optimizers=model.optimizers, context=rank_context(), dense_params=dense_params,

@@ -60,7 +60,9 @@ def test_buckets_are_not_cut_below_the_smallest_size_to_reach_the_bucket_count()
     config = RuntimeConfig(bucket_mb=0.5, min_bucket_mb=0.25, min_buckets=8)
     table = torch.zeros(100_000, 4)  # 16 bytes a row: 0.25 MB is 16,384 rows
     assert config.buckets_for([table]).rows_per_bucket == 16_384
-    assert RuntimeConfig(bucket_mb=0.5, min_buckets=8).buckets_for([table]).rows_per_bucket == 12_480
+    assert RuntimeConfig(bucket_mb=0.5, min_buckets=8, min_bucket_mb=0).buckets_for([table]).rows_per_bucket == 12_480
+    # the default floor (4 MB) is capped at bucket_mb: 0.5 MB buckets, 32,768 rows each
+    assert RuntimeConfig(bucket_mb=0.5, min_buckets=8).buckets_for([table]).rows_per_bucket == 32_768
 
 
 def test_rows_per_range_and_restriction_follow_the_ranges():
@@ -216,8 +218,8 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         RuntimeConfig(mode="sync", exchange="scoped", sharded_optimizer=True)
     with pytest.raises(ValueError, match="min_buckets"):
         RuntimeConfig(min_buckets=0)
-    with pytest.raises(ValueError, match=r"min_bucket_mb must be within \[0, bucket_mb = 1.0\], got 2.0"):
-        RuntimeConfig(bucket_mb=1.0, min_bucket_mb=2.0)
+    with pytest.raises(ValueError, match="min_bucket_mb must not be negative, got -1"):
+        RuntimeConfig(min_bucket_mb=-1)
     with pytest.raises(ValueError, match="tau must be within"):
         RuntimeConfig(delay=DelayLimits(tau=1.5))
     with pytest.raises(ValueError, match="missing torchrun environment variable"):

@@ -55,10 +55,12 @@ class RuntimeConfig:
     """Cut the exchange into at least this many row ranges where the rows allow: the granularity at which a
     conflicting unit waits for, and publishes, part of the previous unit's exchange. Every mode cuts the same
     buckets, so all reduce in the same order and quality-first equals sync for any world size."""
-    min_bucket_mb: float = 0.0
-    """Never cut a bucket smaller than this to reach ``min_buckets`` (0: ``min_buckets`` alone decides). Each bucket
+    min_bucket_mb: float = 4.0
+    """Never cut a bucket smaller than this (or than ``bucket_mb``, if smaller) to reach ``min_buckets`` (0:
+    ``min_buckets`` alone decides). Each bucket
     is one collective, whose launch and latency cost the same whatever its size, while waiting for part of an
-    exchange saves only that part's transfer time: for a few MB over NVLink, microseconds."""
+    exchange saves only that part's transfer time: for a few MB over NVLink, microseconds. A step that is bound by
+    its host pays for every launch (docs/results.md, "Fewer collectives per unit")."""
     adam: AdamRows = "selective"
     """selective: Adam steps only Gaussians some view of the unit saw (what makes update scopes well defined);
     dense: every Gaussian, stock splatfacto's Adam (sync and no-exchange only), for comparison."""
@@ -96,8 +98,8 @@ class RuntimeConfig:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
         if self.min_buckets < 1:
             raise ValueError(f"min_buckets must be at least 1, got {self.min_buckets}")
-        if not 0.0 <= self.min_bucket_mb <= self.bucket_mb:
-            raise ValueError(f"min_bucket_mb must be within [0, bucket_mb = {self.bucket_mb}], got {self.min_bucket_mb}")
+        if self.min_bucket_mb < 0:
+            raise ValueError(f"min_bucket_mb must not be negative, got {self.min_bucket_mb}")
         if self.read_scopes not in get_args(ReadScopes):
             raise ValueError(f"read_scopes must be one of {get_args(ReadScopes)}, got {self.read_scopes!r}")
         if self.read_scopes == "predicted" and (self.mode != "quality-first" or self.exchange != "dense"):
@@ -121,7 +123,8 @@ class RuntimeConfig:
 
     def buckets_for(self, tensors: Sequence[torch.Tensor]) -> RowBuckets:
         """The row buckets every mode cuts the exchange of ``tensors`` (row-aligned) into."""
-        return RowBuckets.for_tensors(tensors, self.bucket_bytes, self.min_buckets, int(self.min_bucket_mb * 2**20))
+        floor = int(min(self.min_bucket_mb, self.bucket_mb) * 2**20)
+        return RowBuckets.for_tensors(tensors, self.bucket_bytes, self.min_buckets, floor)
 
     def setup(self, **kwargs: Any) -> Any:
         """Build the runtime (nerfstudio's ``InstantiateConfig.setup``)."""
