@@ -8,20 +8,34 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import tyro
 
+from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.records import UnitRecord, WindowRecord, unit_log, write_unit_log
 from odin_ns.scaling.command import SimulateCommand
 from odin_ns.scaling.links import PRESETS, Link, all_reduce, all_to_all, ring_all_reduce, tree_all_reduce
-from odin_ns.scaling.measured import calibrate, load_run
-from odin_ns.scaling.replay import MODES, Wire, WorldDraw, draw_world, predict, step_seconds
+from odin_ns.scaling.measured import (
+    H200_COLLECTIVE_LAUNCH_S,
+    HostBound,
+    ScalingInputError,
+    calibrate,
+    expected_max,
+    load_run,
+)
+from odin_ns.scaling.replay import MODES, Wire, WorldDraw, draw_world, predict, run_collectives, step_seconds
 from odin_ns.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
 from test_plan import strip_plan
 
 LINK = Link("test", bandwidth=1e9, latency=1e-5)
 GAUSSIANS = 2048
-"""The runtime cuts 2048 rows into 8 buckets of 256 (at least 8 buckets, 32-row words): 256 x 236 B = 60,416 B
+"""The toy runtime cuts 2048 rows into 8 buckets of 256 (at least 8 buckets, 32-row words): 256 x 236 B = 60,416 B
 each (59 float32 per row at SH degree 3); a rank's scope bitmaps are 2 x 64 words = 512 B."""
+TOY_RUNTIME = RuntimeConfig(min_bucket_mb=0)
+"""The runtime cutting the toy's small exchange into min_buckets buckets (the default floor would make it one)."""
+TOY_ARGS = ["--runtime.min-bucket-mb", "0"]
+"""The same runtime for odin-ns simulate."""
+TOY_WIRE = Wire(GAUSSIANS, runtime=TOY_RUNTIME)
 COMPUTE, PUBLISH = 0.010, 0.001
 BUCKET_ALL_REDUCE_W2 = 2 * 1e-5 + 60_416 / 1e9  # ring at W=2: 2(W-1) latency + 2(W-1)/W bytes / bandwidth
 SCOPE_GATHER_W2 = 1e-5 + 512 / 1e9  # (W-1) latency + (W-1) piece / bandwidth
@@ -29,20 +43,23 @@ SCOPE_GATHER_W2 = 1e-5 + 512 / 1e9  # (W-1) latency + (W-1) piece / bandwidth
 
 def write_run(run_dir: Path, world_size: int, mode: str = "sync", units: int = 40, compute=COMPUTE,
               window=None, step_s: float | None = None, wait: float = 0.0,
-              exchanged: int = 0, sync_path=lambda unit: False) -> Path:
+              exchanged: int = 0, sync_path=lambda unit: False, host=None) -> Path:
     """A run directory with one unit log per rank (constant spans; ``compute`` may depend on the unit, and on the
-    rank too; ``window`` a WindowRecord, or one per (unit, rank)) and, with ``step_s``, tensorboard scalars."""
+    rank too; ``window`` a WindowRecord, or one per (unit, rank); ``host``, the same way, each unit's host time H,
+    1 ms of it between units, or None: no host times) and, with ``step_s``, tensorboard scalars."""
     run_dir.mkdir(parents=True)
     for rank in range(world_size):
-        def seconds(unit: int) -> float:
-            if not callable(compute):
-                return compute
-            return compute(unit, rank) if compute.__code__.co_argcount == 2 else compute(unit)
+        def seconds(unit: int, value=compute) -> float:
+            if not callable(value):
+                return value
+            return value(unit, rank) if value.__code__.co_argcount == 2 else value(unit)
 
+        host_times = {} if host is None else {"host_run_s": lambda unit: seconds(unit, host) - 0.001,
+                                              "host_between_s": lambda unit: 0.001}
         records = [UnitRecord(unit, mode, 0, exchange="dense" if exchanged else "local", bytes_exchanged=exchanged,
                               update_rows=GAUSSIANS // 2, window=window(unit, rank) if callable(window) else window,
                               sync_path=sync_path(unit), compute_s=seconds(unit), exposed_wait_s=wait,
-                              publish_s=PUBLISH)
+                              publish_s=PUBLISH, **{name: time(unit) for name, time in host_times.items()})
                    for unit in range(units)]
         write_unit_log(unit_log(run_dir, rank), records)
     if step_s is not None:
@@ -71,8 +88,9 @@ def test_ring_all_reduce_is_two_reduce_steps_per_rank_and_the_tree_wins_small_bu
 
 def test_two_ranks_of_constant_compute_step_as_compute_plus_the_exchange_plus_publication(tmp_path):
     calibration = calibrated(tmp_path)
-    assert Wire(GAUSSIANS).bucket_bytes() == [60_416] * 8
-    predictions, dealings = predict(calibration, None, None, [LINK], [1, 2], ["sync"], steps=20, seed=0)
+    assert TOY_WIRE.bucket_bytes() == [60_416] * 8
+    predictions, dealings = predict(calibration, None, None, [LINK], [1, 2], ["sync"], steps=20, seed=0,
+                                    runtime=TOY_RUNTIME)
     one, two = predictions
     assert one.step_s == pytest.approx(COMPUTE + PUBLISH, rel=1e-12)
     assert two.step_s == pytest.approx(COMPUTE + SCOPE_GATHER_W2 + 8 * BUCKET_ALL_REDUCE_W2 + PUBLISH, rel=1e-12)
@@ -85,7 +103,7 @@ def test_a_sync_step_waits_for_the_slowest_rank(tmp_path):
     calibration = calibrated(tmp_path)
     balanced = WorldDraw(2, np.array([[0.02, 0.02]]), np.zeros((1, 2), bool), {}, "drawn")
     skewed = WorldDraw(2, np.array([[0.01, 0.03]]), np.zeros((1, 2), bool), {}, "drawn")
-    wire = Wire(GAUSSIANS)
+    wire = TOY_WIRE
     exchange = SCOPE_GATHER_W2 + 8 * BUCKET_ALL_REDUCE_W2
     for draw, slowest in ((balanced, 0.02), (skewed, 0.03)):
         step = step_seconds("sync", LINK, calibration, wire, draw, "visible")[0]
@@ -101,7 +119,8 @@ def windows(reread: float, bounds=()) -> WindowStatistics:
 
 def overlapped_step(tmp_path, mode: str, fitted: WindowStatistics) -> tuple[float, float]:
     calibration = calibrated(tmp_path)
-    predictions, _ = predict(calibration, fitted, None, [LINK], [2], ["sync", mode], steps=100, seed=0)
+    predictions, _ = predict(calibration, fitted, None, [LINK], [2], ["sync", mode], steps=100, seed=0,
+                             runtime=TOY_RUNTIME)
     return predictions[0].step_s, predictions[1].step_s
 
 
@@ -115,11 +134,11 @@ def test_quality_first_hides_an_exchange_nothing_reads_and_equals_sync_when_ever
 def test_after_16_windows_that_hide_nothing_64_units_run_on_syncs_path_without_the_windows_host_time(tmp_path):
     calibration = calibrated(tmp_path)
     calibration = replace(calibration, overhead_s={**calibration.overhead_s, "sync": 0.001, "quality-first": 0.005})
-    draw = draw_world(calibration, windows(reread=1.0), None, Wire(GAUSSIANS), 2, ["quality-first"], 100, seed=0)
+    draw = draw_world(calibration, windows(reread=1.0), None, TOY_WIRE, 2, ["quality-first"], 100, seed=0)
     on_sync_path = [decision is None for decision in draw.decisions["quality-first"]]
     assert on_sync_path == ([False] * 16 + [True] * 64) + [False] * 16 + [True] * 4
-    sync = step_seconds("sync", LINK, calibration, Wire(GAUSSIANS), draw, "visible")
-    overlapped = step_seconds("quality-first", LINK, calibration, Wire(GAUSSIANS), draw, "visible")
+    sync = step_seconds("sync", LINK, calibration, TOY_WIRE, draw, "visible")
+    overlapped = step_seconds("quality-first", LINK, calibration, TOY_WIRE, draw, "visible")
     assert overlapped.mean() == pytest.approx(sync.mean() + 32 / 100 * (0.005 - 0.001), rel=1e-12)
 
 
@@ -139,7 +158,7 @@ def test_throughput_first_delays_what_tau_admits_and_waits_for_the_rest(tmp_path
 def test_quality_first_is_never_predicted_slower_than_sync(tmp_path, link):
     calibration = calibrate([load_run(write_run(tmp_path / "w1", 1, compute=lambda unit: 0.001 * (unit % 7 + 1)),
                                       1)], None, GAUSSIANS, MODES)
-    wire = Wire(GAUSSIANS)
+    wire = TOY_WIRE
     means = {}
     for world_size in (2, 8, 64):
         draw = draw_world(calibration, windows(reread=0.3), None, wire, world_size, ["quality-first"], 200, seed=1)
@@ -181,7 +200,7 @@ def test_predicted_windows_are_replayed_as_recorded_at_the_measured_world_size(t
     assert recorded_paths(run)[:4] == [RecordedPath(None, 0, False), RecordedPath((2, 5), 8, False),
                                        RecordedPath((8, 8), 8, True), RecordedPath(None, 0, True)]
     arguments = [str(single), str(pair), "--validate", "--links", "nvswitch", "--steps", "20"]
-    tyro.cli(SimulateCommand, args=arguments).main()
+    tyro.cli(SimulateCommand, args=[*arguments, *TOY_ARGS]).main()
     out = capsys.readouterr().out
     assert "20 units, 10 windows (the slowest-waiting rank waited for 6.5 of 8.0 updated buckets on average), " \
            "10 published at once" in out
@@ -195,7 +214,7 @@ def test_predicted_windows_are_replayed_as_recorded_at_the_measured_world_size(t
     error = 100 * (predicted / 0.020 - 1)
     assert f"| {pair} | quality-first | 2 | nvswitch | {1e3 * predicted:.2f} (= 10.00 + 4.00 + " in out
     assert f"{error:+.1f}% |" in out
-    tyro.cli(SimulateCommand, args=[str(single), str(pair), "--world-sizes", "2", "4", "--links", "nvswitch",
+    tyro.cli(SimulateCommand, args=[*TOY_ARGS, str(single), str(pair), "--world-sizes", "2", "4", "--links", "nvswitch",
                                     "--steps", "20"]).main()
     out = capsys.readouterr().out  # at other world sizes the windows would follow the geometry: not predicted
     assert "not predicted: quality-first, throughput-first" in out and "are not extrapolated" in out
@@ -205,7 +224,7 @@ def test_a_recorded_window_waits_for_the_last_bucket_where_the_exchange_outlasts
     calibration = calibrated(tmp_path)  # no step time: no host time
     path = RecordedPath((1, 0), 8, sync_path=False)
     draw = WorldDraw(2, np.array([[1e-5, 1e-5]]), np.zeros((1, 2), bool), {"quality-first": [path]}, "drawn")
-    step = step_seconds("quality-first", LINK, calibration, Wire(GAUSSIANS), draw, "visible")[0]
+    step = step_seconds("quality-first", LINK, calibration, TOY_WIRE, draw, "visible")[0]
     # rank 0 publishes 1/8 of P before and 7/8 after the last bucket; rank 1 all of P after it
     assert step == pytest.approx(SCOPE_GATHER_W2 + 8 * BUCKET_ALL_REDUCE_W2 + PUBLISH, rel=1e-12)
 
@@ -220,12 +239,12 @@ def test_views_reach_ranks_as_the_plan_deals_them(tmp_path):
 
     run = load_run(write_run(tmp_path / "w1", 1, units=400, compute=view_cost), 1)
     calibration = calibrate([run], plan, GAUSSIANS, MODES)
-    draw = draw_world(calibration, None, plan, Wire(GAUSSIANS), 2, ["sync"], 50, seed=0)
+    draw = draw_world(calibration, None, plan, TOY_WIRE, 2, ["sync"], 50, seed=0)
     dealt = plan.with_batch(2)
     expected = [max(cost[dealt.views_for(step, rank)[0]] for rank in range(2)) for step in range(50)]
     assert draw.dealing == "plan"
     assert draw.compute.max(1) == pytest.approx(expected, rel=1e-12)
-    assert draw_world(calibration, None, plan, Wire(GAUSSIANS), 64, ["sync"], 5, seed=0).dealing == "round-robin"
+    assert draw_world(calibration, None, plan, TOY_WIRE, 64, ["sync"], 5, seed=0).dealing == "round-robin"
 
 
 def test_simulate_is_an_odin_ns_subcommand():
@@ -237,8 +256,8 @@ def test_simulate_is_an_odin_ns_subcommand():
 def test_simulate_prints_a_table_per_link_and_plots(tmp_path, capsys):
     run = write_run(tmp_path / "w1", 1)
     plot = tmp_path / "scaling.png"
-    tyro.cli(SimulateCommand, args=[str(run), "--gaussians", "2048", "--world-sizes", "1", "2", "--links", "pcie",
-                                    "--steps", "20", "--plot", str(plot)]).main()
+    tyro.cli(SimulateCommand, args=[*TOY_ARGS, str(run), "--gaussians", "2048", "--world-sizes", "1", "2", "--links",
+                                    "pcie", "--steps", "20", "--plot", str(plot)]).main()
     out = capsys.readouterr().out
     assert "link pcie: 20 GB/s, 3 us per step" in out
     assert "not predicted: quality-first, throughput-first" in out
@@ -252,7 +271,7 @@ def test_validate_prints_predicted_against_measured_step_time(tmp_path, capsys):
     single = write_run(tmp_path / "w1", 1, step_s=0.015)  # 4 ms of host time beyond compute and publication
     pair = write_run(tmp_path / "w2", 2, step_s=0.017)
     arguments = [str(single), str(pair), "--validate", "--links", "nvswitch", "--steps", "20"]
-    tyro.cli(SimulateCommand, args=arguments).main()
+    tyro.cli(SimulateCommand, args=[*arguments, *TOY_ARGS]).main()
     out = capsys.readouterr().out
     exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
     predicted = 0.015 + exchange
@@ -298,7 +317,7 @@ def test_bench_results_give_the_step_times_of_runs_without_event_files(tmp_path,
     single, pair, results = bench_runs(tmp_path)
     arguments = [str(single), str(pair), "--step-time", "bench", "--bench", str(results), "--gaussians", "2048",
                  "--validate", "--links", "nvswitch", "--steps", "20"]
-    tyro.cli(SimulateCommand, args=arguments).main()
+    tyro.cli(SimulateCommand, args=[*arguments, *TOY_ARGS]).main()
     out = capsys.readouterr().out
     exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
     predicted = 0.015 + exchange  # the 1-rank run's 4 ms of host time, as nothing measured it on 2 ranks
@@ -331,7 +350,7 @@ def test_the_unit_logs_own_step_time_is_the_slowest_ranks_spans_without_host_tim
     assert run.step_s == pytest.approx(np.mean(slowest), rel=1e-12) and run.overhead_s == 0.0
     arguments = [str(single), str(pair), "--step-time", "units", "--gaussians", "2048", "--validate", "--links",
                  "nvswitch", "--steps", "20"]
-    tyro.cli(SimulateCommand, args=arguments).main()
+    tyro.cli(SimulateCommand, args=[*arguments, *TOY_ARGS]).main()
     out = capsys.readouterr().out
     exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
     predicted = COMPUTE + exchange + PUBLISH  # no host time: the 1-rank run's units step in compute + publication
@@ -352,7 +371,7 @@ def test_the_gaussian_count_follows_from_the_bytes_a_dense_exchange_moved(tmp_pa
     for path in (single, pair):  # no gaussian_count scalars: only the exchange says how many
         for events in path.glob("events.out.tfevents.*"):
             events.unlink()
-    tyro.cli(SimulateCommand, args=[str(single), str(pair), "--step-time", "units", "--validate"]).main()
+    tyro.cli(SimulateCommand, args=[*TOY_ARGS, str(single), str(pair), "--step-time", "units", "--validate"]).main()
     assert "Gaussian count from the dense exchanges' bytes: 2048" in capsys.readouterr().out
 
 
@@ -363,7 +382,7 @@ def test_runs_on_two_ranks_set_host_time_and_compute_at_every_world_size_past_on
     assert calibration.host_s("sync", 1) == pytest.approx(0.004, rel=1e-6)
     assert calibration.host_s("sync", 8) == calibration.host_s("quality-first", 8) == pytest.approx(0.009, rel=1e-6)
     assert calibration.measured_overheads == ("sync",)
-    predictions, _ = predict(calibration, None, None, [LINK], [1, 2], ["sync"], steps=20, seed=0)
+    predictions, _ = predict(calibration, None, None, [LINK], [1, 2], ["sync"], steps=20, seed=0, runtime=TOY_RUNTIME)
     one, two = predictions
     assert one.step_s == pytest.approx(0.015, rel=1e-6)
     assert two.step_s == pytest.approx(0.012 + 0.009 + SCOPE_GATHER_W2 + 8 * BUCKET_ALL_REDUCE_W2 + PUBLISH,
@@ -375,7 +394,7 @@ def test_leave_one_out_predicts_every_run_from_the_others(tmp_path, capsys):
             write_run(tmp_path / "w2-s0", 2, step_s=0.022), write_run(tmp_path / "w2-s1", 2, step_s=0.024)]
     arguments = [*map(str, runs), "--validate", "--validate-fit", "leave-one-out", "--links", "nvswitch", "--steps",
                  "20"]
-    tyro.cli(SimulateCommand, args=arguments).main()
+    tyro.cli(SimulateCommand, args=[*arguments, *TOY_ARGS]).main()
     out = capsys.readouterr().out
     exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
     expected = {runs[0]: (0.017, 0.015), runs[1]: (0.015, 0.017),  # the other seed's step
@@ -402,3 +421,102 @@ def test_the_plot_marks_the_measured_runs(tmp_path, monkeypatch):
     tyro.cli(SimulateCommand, args=[*map(str, runs), "--world-sizes", "2", "4", "--links", "pcie", "--steps", "20",
                                     "--plot", str(plot)]).main()
     assert drawn["measured"] == [("sync", 2, pytest.approx(100.0))] and plot.stat().st_size > 0
+
+
+def test_the_expected_slowest_of_w_draws_is_exact_and_one_draw_is_the_mean():
+    samples = np.array([3.0, 1.0, 4.0, 2.0])  # sorted 1..4: x_(i) is the max of W draws with (i/4)^W - ((i-1)/4)^W
+    assert expected_max(samples, 2) == pytest.approx((1 * 1 + 2 * 3 + 3 * 5 + 4 * 7) / 16, rel=1e-12)  # 3.125
+    assert expected_max(samples, 3) == pytest.approx((1 * 1 + 2 * 7 + 3 * 19 + 4 * 37) / 64, rel=1e-12)
+    assert expected_max(samples, 1) == pytest.approx(2.5, rel=1e-12)
+    assert expected_max(samples, 1000) == pytest.approx(4.0, rel=1e-12)
+
+
+def test_what_peers_add_to_a_host_bound_step_is_nothing_on_one_rank(tmp_path):
+    bound = HostBound(host=np.array([1.0, 2.0, 3.0, 4.0]) * 1e-3, compute=np.array([1.0, 1.0, 3.0, 3.0]) * 1e-3,
+                      collective_launch_s=0.3e-3, launch_source="given")
+    assert bound.added_s(1, 10) == bound.compute_spread_s(1) == 0.0
+    assert bound.host_per_unit_s(1, 10) == pytest.approx(2.5e-3, rel=1e-12)  # one rank launches nothing
+    assert bound.host_per_unit_s(2, 10) == pytest.approx(3.125e-3 + 10 * 0.3e-3, rel=1e-12)
+    assert bound.added_s(2, 10) == pytest.approx(0.625e-3 + 3e-3, rel=1e-12)
+    assert bound.compute_spread_s(2) == pytest.approx((1 * 1 + 3 * 3) / 4 * 1e-3 - 2e-3, rel=1e-12)  # 0.5 ms
+    calibration = replace(calibrated(tmp_path), host_bound=bound)  # no step time: no host time on one rank
+    assert calibration.host_s("sync", 1, 10) == 0.0
+    # the replay waits for the slowest rank's compute already: its 0.5 ms of spread is not charged twice
+    assert calibration.host_s("sync", 2, 10) == pytest.approx(3.625e-3 - 0.5e-3, rel=1e-12)
+
+
+def test_collectives_per_unit_follow_the_runtimes_bucket_and_shard_plans():
+    cup77, large = 9262, 1_290_820  # 2.19 MB and 305 MB of gradient rows
+    default = RuntimeConfig()
+    rows = torch.empty((cup77, Wire(cup77).gradient_row_bytes // 4), device="meta")
+    assert Wire(cup77).collectives(2) == 1 + len(default.buckets_for([rows]).ranges)
+    assert Wire(cup77, runtime=RuntimeConfig(min_bucket_mb=0)).collectives(2) == 10  # the eighth session's sync
+    assert Wire(cup77, runtime=RuntimeConfig(min_buckets=1)).collectives(2) == 2  # its sync-one-bucket
+    assert Wire(cup77, runtime=RuntimeConfig(min_bucket_mb=4)).collectives(64) == 2  # 2.19 MB: one bucket
+    for runtime in (RuntimeConfig(min_bucket_mb=0), RuntimeConfig(min_bucket_mb=4)):
+        assert Wire(large, runtime=runtime).collectives(8) == 13  # 12 buckets of at most 25 MB, whatever the floor
+    assert Wire(cup77).collectives(1) == Wire(large).collectives(2, "local") == 0  # one rank; no-exchange
+    # the sharded optimizer: a reduce and a broadcast per non-empty shard of whole 32-row words (58 at W = 64)
+    assert Wire(cup77).collectives(2, "sharded") == 1 + 2 * 2
+    assert Wire(cup77).collectives(64, "sharded") == 1 + 2 * 58
+    with pytest.raises(ScalingInputError, match="'scoped' exchange are not modelled"):
+        Wire(cup77).collectives(2, "scoped")
+
+
+HOST_SAMPLES = (0.012, 0.013, 0.014, 0.016)
+"""A 1-rank run's host time per unit, in turn: mean 13.75 ms, E[max_2] = (12 + 3 x 13 + 5 x 14 + 7 x 16) / 16 =
+14.5625 ms."""
+
+
+def host_bound_runs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A 1-rank run taking one of ``HOST_SAMPLES`` per unit (4 ms outside its spans) and two 2-rank sync runs of the
+    toy's 8 buckets (9 collectives per unit) whose host times say 0.2 and 0.4 ms per launch."""
+    single = write_run(tmp_path / "w1", 1, step_s=0.015, host=lambda unit: HOST_SAMPLES[unit % 4])
+    dense = Wire(GAUSSIANS).dense_unit_bytes("sync")
+    pairs = [write_run(tmp_path / f"w2-{launch}", 2, step_s=step_s, exchanged=dense, host=0.0145625 + 9 * launch)
+             for launch, step_s in ((0.0002, 0.019), (0.0004, 0.021))]
+    return single, *pairs
+
+
+def test_host_bound_validation_predicts_each_pair_from_one_rank_and_the_other_pairs_launch_cost(tmp_path, capsys):
+    single, pair_a, pair_b = host_bound_runs(tmp_path)
+    runs = [load_run(path, 1) for path in (single, pair_a, pair_b)]
+    assert [run_collectives(run, TOY_WIRE) for run in runs] == [0, 9, 9]
+    bound = HostBound.fit(runs[:1], [(run, 9) for run in runs[1:]], None)
+    assert bound.collective_launch_s == pytest.approx(0.0003, rel=1e-9)  # the median of 0.2 and 0.4 ms
+    assert HostBound.fit(runs[:1], (), None).collective_launch_s == H200_COLLECTIVE_LAUNCH_S
+    arguments = [str(single), str(pair_a), str(pair_b), "--validate", "--validate-fit", "host-bound", "--links",
+                 "nvswitch", "--steps", "20", *TOY_ARGS]
+    tyro.cli(SimulateCommand, args=arguments).main()
+    out = capsys.readouterr().out
+    exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
+    spread = 0.0145625 - 0.01375  # E[max_2 H] - mean H; constant compute: no compute spread
+    for pair, measured_launch, other_launch, step_s in ((pair_a, 0.0002, 0.0004, 0.019),
+                                                        (pair_b, 0.0004, 0.0002, 0.021)):
+        assert f"collective launch {1e3 * other_launch:.3f} ms (fitted on 1 run(s) on 2+ ranks)" in out
+        host = 0.004 + spread + 9 * other_launch  # one rank's 4 ms + what the peer adds
+        predicted = COMPUTE + host + exchange + PUBLISH
+        per_unit, measured = 0.0145625 + 9 * other_launch, 0.0145625 + 9 * measured_launch
+        assert (f"| {pair} | sync | 2 | nvswitch | {1e3 * predicted:.2f} (= 10.00 + {1e3 * host:.2f} + "
+                f"{1e3 * (exchange + PUBLISH):.2f}) | ") in out
+        assert (f"| {100 * (predicted / step_s - 1):+.1f}% | {1e3 * per_unit:.2f} (= 14.56 + 9 x "
+                f"{1e3 * other_launch:.2f}) | {1e3 * measured:.2f} | {100 * (per_unit / measured - 1):+.1f}% |") in out
+
+
+def test_the_host_bound_term_predicts_other_world_sizes_from_one_rank(tmp_path, capsys):
+    single, _, _ = host_bound_runs(tmp_path)
+    arguments = [str(single), "--gaussians", "2048", "--host-term", "host-bound", "--collective-launch-ms", "0.5",
+                 "--world-sizes", "1", "2", "4", "--links", "nvswitch", "--modes", "sync", "--steps", "20", *TOY_ARGS]
+    tyro.cli(SimulateCommand, args=arguments).main()
+    out = capsys.readouterr().out
+    assert "collective launch 0.500 ms (given)" in out
+    exchange = {2: (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9),
+                4: 3 * (2e-6 + 512 / 370e9) + 8 * all_reduce(PRESETS["nvswitch"], 60_416, 4)}
+    host = np.array(HOST_SAMPLES)
+    for world_size in (2, 4):
+        step = 0.015 + expected_max(host, world_size) - host.mean() + 9 * 0.0005 + exchange[world_size]
+        assert f"| {world_size} | drawn | 10.00 | {1e3 * step:.2f} / {world_size / step:.1f} |" in out
+    untimed = write_run(tmp_path / "untimed", 1, step_s=0.015)
+    with pytest.raises(SystemExit, match="host-bound term needs 1-rank runs, and unit logs with host times"):
+        SimulateCommand(runs=(untimed,), gaussians=2048, host_term="host-bound").main()
+

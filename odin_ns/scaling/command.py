@@ -7,20 +7,23 @@ Tables are Markdown, so they paste into docs/scaling.md beside the command that 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Tuple
 
 import numpy as np
 import tyro
 
+from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.scaling.links import PRESETS, Link
 from odin_ns.scaling.measured import (
     Calibration,
+    HostBound,
     MeasuredRun,
     ScalingInputError,
     StepTime,
     calibrate,
+    expected_max,
     load_bench,
     load_run,
 )
@@ -29,9 +32,11 @@ from odin_ns.scaling.replay import (
     OVERLAPPED,
     Prediction,
     ShardedSends,
+    Wire,
     gaussians_from_exchange,
     predict,
     predictable,
+    run_collectives,
 )
 from odin_ns.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
 from odin_ns.schedule.plan import SchedulePlan
@@ -75,13 +80,28 @@ class SimulateCommand:
     seed: int = 0
     plot: Optional[Path] = None
     """Draw views/s against the world size, one panel per link, into this PNG."""
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    """The runtime configuration predicted: its bucket plan sets the collectives of an exchange. Runs made with
+    other bucket settings are validated with theirs (e.g. --runtime.min-bucket-mb 0 before that floor existed)."""
     validate: bool = False
     """Predict each run at its world size and mode from the others (--validate-fit) and print predicted against
     measured step time."""
-    validate_fit: Literal["one-rank", "leave-one-out"] = "one-rank"
+    validate_fit: Literal["one-rank", "leave-one-out", "host-bound"] = "one-rank"
     """--validate fits on: 'one-rank': the 1-rank runs, predicting each 2+-rank run (host time on 2+ ranks is then
     the 1-rank runs', as nothing measured it); 'leave-one-out': every run but the one predicted, predicting every
-    run, 1-rank ones included (the host time on 2+ ranks comes from the other 2+-rank runs of the mode)."""
+    run, 1-rank ones included (the host time on 2+ ranks comes from the other 2+-rank runs of the mode);
+    'host-bound': the 1-rank runs with the host-bound term (whatever --host-term says), predicting each 2+-rank run
+    with the collective launch cost fitted on the other 2+-rank runs (or --collective-launch-ms), and printing the
+    host time per unit predicted against measured too."""
+    host_term: Literal["two-rank", "host-bound"] = "two-rank"
+    """Host time of a step on 2+ ranks: 'two-rank': the one measured on the runs on 2+ ranks, the same at every
+    W (one rank's where none ran); 'host-bound': one rank's plus what W - 1 peers add to a host-bound step, the
+    slowest of W hosts drawn from the 1-rank runs' host time per unit and a launch cost per collective of the
+    unit (docs/scaling.md, "Host-bound steps: what a peer adds"). Needs unit logs with host times."""
+    collective_launch_ms: Optional[float] = None
+    """Host-bound term: host time one collective's launch adds to a unit. None: fitted on the runs on 2+ ranks that
+    launch collectives (median of (host per unit - E[max_W H]) / collectives per unit); without any, 0.28 ms,
+    that fit on the eighth session's six 2-H200 cup77 runs (odin_ns.scaling.measured.H200_COLLECTIVE_LAUNCH_S)."""
 
     def main(self) -> None:
         try:
@@ -105,6 +125,8 @@ class SimulateCommand:
             raise ScalingInputError(f"unknown link or mode {unknown}: links are {sorted(PRESETS)}, modes {MODES}")
         if min(self.world_sizes, default=0) < 1 or self.views_per_rank < 1 or self.steps < 1:
             raise ScalingInputError("world sizes, views per rank and steps must be at least 1")
+        if self.collective_launch_ms is not None and self.collective_launch_ms < 0:
+            raise ScalingInputError(f"--collective-launch-ms must not be negative, got {self.collective_launch_ms}")
 
     def _load_plan(self) -> SchedulePlan | None:
         if self.plan is None:
@@ -127,15 +149,29 @@ class SimulateCommand:
             counts = sorted(run.gaussians for run in runs if run.gaussians is not None)
             self._gaussians = counts[len(counts) // 2]
 
-    def _fit(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> Calibration:
-        return calibrate(runs, plan, self._gaussians, MODES)
+    def _fit(
+        self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None, launch_runs: Sequence[MeasuredRun] | None = None
+    ) -> Calibration:
+        """Calibration on ``runs``; host-bound, with the collective launch cost fitted on the runs on 2+ ranks of
+        ``launch_runs`` (default: ``runs``) unless --collective-launch-ms gives it."""
+        calibration = calibrate(runs, plan, self._gaussians, MODES)
+        if self.host_term != "host-bound" and not (self.validate and self.validate_fit == "host-bound"):
+            return calibration  # the host time measured on 2+ ranks
+        wire = self._wire(calibration)
+        counted = [(run, run_collectives(run, wire)) for run in (runs if launch_runs is None else launch_runs)
+                   if run.world_size > 1]
+        launch_s = None if self.collective_launch_ms is None else 1e-3 * self.collective_launch_ms
+        return replace(calibration, host_bound=HostBound.fit(runs, counted, launch_s))
+
+    def _wire(self, calibration: Calibration) -> Wire:
+        return Wire(calibration.gaussians, self.sh_degree, self.runtime)
 
     def _simulate(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> None:
         calibration = self._fit(runs, plan)
         fitted = WindowStatistics.fit(runs, calibration.visible_share)
         links = [PRESETS[name] for name in self.links]
         predictions, dealings = predict(calibration, fitted, plan, links, self.world_sizes, self.modes, self.steps,
-                                        self.seed, self.sharded_sends, self.sh_degree)
+                                        self.seed, self.sharded_sends, self.sh_degree, runtime=self.runtime)
         print(describe_calibration(calibration, self.modes))
         print(describe_windows(fitted, self.modes))
         if any(window.predicted for run in runs for window in run.windows):
@@ -150,7 +186,7 @@ class SimulateCommand:
             print(f"\nwrote {plot_scaling(predictions, links, self.plot, measured)}")
 
     def _validate(self, runs: Sequence[MeasuredRun], plan: SchedulePlan | None) -> None:
-        leave_one_out = self.validate_fit == "leave-one-out"
+        leave_one_out, host_bound = self.validate_fit == "leave-one-out", self.validate_fit == "host-bound"
         single = [run for run in runs if run.world_size == 1]
         targets = list(runs) if leave_one_out else [run for run in runs if run.world_size > 1]
         if not single or not targets or (leave_one_out and len(runs) < 2):
@@ -163,14 +199,14 @@ class SimulateCommand:
         if unmodelled:
             raise ScalingInputError(f"mode not modelled: {unmodelled[0]}")
         links = [PRESETS[name] for name in self.links]
-        if not leave_one_out:
+        if not leave_one_out and not host_bound:
             calibration = self._fit(single, plan)
             print(describe_calibration(calibration, sorted({run.mode for run in targets})))
         rows = []
         for target in targets:
-            if leave_one_out:
-                others = [run for run in runs if run is not target]
-                calibration = self._fit(others, plan)
+            others = [run for run in runs if run is not target]
+            if leave_one_out or host_bound:
+                calibration = self._fit(others, plan) if leave_one_out else self._fit(single, plan, others)
                 print(f"{target.path}: {describe_calibration(calibration, [target.mode], target.world_size)}")
             recorded = recorded_paths(target)
             fitted = None if recorded else WindowStatistics.fit([target], calibration.visible_share)
@@ -179,17 +215,21 @@ class SimulateCommand:
             if recorded:
                 print(f"{target.path}: {describe_recorded(recorded)}")
             predictions, _ = predict(calibration, fitted, plan, links, [target.world_size], [target.mode],
-                                     self.steps, self.seed, self.sharded_sends, self.sh_degree, recorded)
+                                     self.steps, self.seed, self.sharded_sends, self.sh_degree, recorded,
+                                     runtime=self.runtime)
             measured = split_step(target.step_s, target.slowest_compute_s, target.overhead_s)
-            host = calibration.host_s(target.mode, target.world_size)
+            wire = self._wire(calibration)
+            host = calibration.host_s(target.mode, target.world_size, wire.collectives(target.world_size))
+            per_unit = [] if calibration.host_bound is None else host_per_unit(calibration.host_bound, target, wire)
             for prediction in predictions:
                 error = 100 * (prediction.step_s - target.step_s) / target.step_s
                 predicted = split_step(prediction.step_s, prediction.compute_s, host)
                 rows.append([str(target.path), target.mode, str(target.world_size), prediction.link, predicted,
-                             measured, f"{error:+.1f}%"])
+                             measured, f"{error:+.1f}%", *per_unit])
         print()
+        host_columns = ["host per unit ms, predicted (= E[max_W H] + collectives x launch)", "measured", "error"]
         print(markdown_table(["run", "mode", "W", "link", "predicted ms (= compute + host + rest)", "measured ms",
-                              "error"], rows))
+                              "error", *(host_columns if calibration.host_bound is not None else ())], rows))
         print(f"\nMeasured step time: {self.step_time}. Windows of overlapped runs are fitted on that run itself (a "
               "1-rank run has none), or, for predicted read scopes or runs that opened none, replayed as the run "
               "recorded them: this checks the timing model, not the extrapolation of scopes to more ranks.")
@@ -202,20 +242,47 @@ def split_step(step_s: float, compute_s: float, host_s: float) -> str:
     return f"{1e3 * step_s:.2f} (= {1e3 * compute_s:.2f} + {1e3 * host_s:.2f} + {1e3 * rest:.2f})"
 
 
+def host_per_unit(bound: HostBound, target: MeasuredRun, wire: Wire) -> list[str]:
+    """Table cells: the host time per unit the host-bound term predicts for ``target`` (with the collectives of
+    ``wire``'s dense exchange, the replay's), the one its logs measured (the mean H of all its ranks), and the
+    error."""
+    collectives, launched = wire.collectives(target.world_size), run_collectives(target, wire)
+    if target.world_size > 1 and launched != collectives:
+        raise ScalingInputError(f"{target.describe()} launched {launched:g} collectives per unit, the replay's dense "
+                                f"exchange {collectives}: the host-bound term predicts the dense exchange")
+    predicted = bound.host_per_unit_s(target.world_size, collectives)
+    parts = f"{1e3 * expected_max(bound.host, target.world_size):.2f} + {collectives} x " \
+            f"{1e3 * bound.collective_launch_s:.2f}" if target.world_size > 1 else "mean H"
+    if target.host_times is None:
+        return [f"{1e3 * predicted:.2f} (= {parts})", "-", "-"]
+    measured = float(target.host_times.mean())
+    return [f"{1e3 * predicted:.2f} (= {parts})", f"{1e3 * measured:.2f}", f"{100 * (predicted / measured - 1):+.1f}%"]
+
+
 def describe_calibration(calibration: Calibration, modes: Sequence[str], world_size: int | None = None) -> str:
     """What the model took from the runs' spans and step times, in a few lines (the host time on 2+ ranks only
     where ``world_size`` is not 1)."""
     borrowed = " (not measured on 2+ ranks: sync's, else 1 rank's)"
     overheads = [f"1 rank {1e3 * calibration.single_overhead_s:.2f} ms"]
-    if world_size != 1:
+    bound = calibration.host_bound
+    if world_size != 1 and bound is None:
         overheads += [f"{mode} on 2+ ranks {1e3 * calibration.overhead_s[mode]:.2f} ms"
                       + ("" if mode in calibration.measured_overheads else borrowed) for mode in modes]
+    elif world_size != 1:
+        overheads.append("on W ranks 1 rank's + (E[max_W H] - mean H) + collectives x launch - (E[max_W c] - mean c) "
+                         "(host-bound)")
     lines = [f"fitted on: {'; '.join(calibration.sources)}",
              f"{calibration.gaussians} Gaussians, a view sees {calibration.visible_share:.1%} of them; "
              f"per-view compute times: {describe_times(calibration.single_view_seconds)} for 1 rank"
-             + ("" if world_size == 1 else f", {describe_times(calibration.view_seconds)} for 2+ ranks")
+             + ("" if world_size == 1 or bound is not None else f", {describe_times(calibration.view_seconds)} for "
+                "2+ ranks")
              + f"; publication {1e3 * calibration.publish_s:.2f} ms per unit",
              "host time per step outside the runtime's spans: " + ", ".join(overheads)]
+    if bound is not None and world_size != 1:
+        lines.append(f"host-bound: H per unit of the 1-rank runs {len(bound.host)} units, mean "
+                     f"{1e3 * float(bound.host.mean()):.2f} ms, E[max_2 H] {1e3 * expected_max(bound.host, 2):.2f} ms "
+                     f"(compute spread at W = 2: {1e3 * bound.compute_spread_s(2):.2f} ms); collective launch "
+                     f"{1e3 * bound.collective_launch_s:.3f} ms ({bound.launch_source})")
     return "\n".join(lines)
 
 

@@ -15,6 +15,9 @@ time comes from one of three references (``StepTime``):
 The Gaussian count comes from tensorboard's ``gaussian_count``, else from the bytes a dense exchange moved (rank 0's
 ``bytes_exchanged``: the scope all-gather's bitmaps and every row of the gradient table), else from ``--gaussians``.
 Like ``odin-ns bench``, only the second half of a run counts: the first half is warm-up.
+
+Records that carry host times (``HOST_TIMES``) also give what a peer adds to a host-bound step (``HostBound``): the
+slowest of W hosts, drawn from the 1-rank runs' host time per unit, and a host cost per collective launched.
 """
 
 from __future__ import annotations
@@ -110,6 +113,16 @@ class MeasuredRun:
             for record in records:
                 by_unit[record.unit_id].append(record.compute_s)
         return statistics.fmean(max(seconds) for seconds in by_unit.values() if len(seconds) == self.world_size)
+
+    @property
+    def host_times(self) -> np.ndarray | None:
+        """Each unit's host wall time H = ``host_run_s + host_between_s`` (``HOST_TIMES``: the rank's whole loop
+        for the unit, trainer and data included), every rank's units; None for logs written before they were
+        recorded."""
+        records = [record for records in self.ranks for record in records]
+        if not all(record.host_run_s > 0 for record in records):
+            return None
+        return np.array([record.host_run_s + record.host_between_s for record in records])
 
     @property
     def overhead_s(self) -> float | None:
@@ -234,6 +247,96 @@ def _records(log: Path) -> list[UnitRecord]:
         raise ScalingInputError(f"{log} is not a unit log: {str(error).splitlines()[0]}") from None
 
 
+H200_COLLECTIVE_LAUNCH_S = 0.28e-3
+"""Host time one collective's launch adds to a unit when nothing else says (``HostBound.fit``): the median over the
+six 2-GPU sync runs of call 2 of the eighth session (2 x H200, cup77, one view per rank; three seeds with 10
+collectives per unit and three with 2) of (host per unit - E[max_2 H] of the same call's three 1-GPU runs) /
+collectives per unit. The runs range from 0.11 to 1.12 ms (docs/scaling.md, "Host-bound steps: what a peer adds"):
+one machine's host and NCCL, not a constant of nature."""
+
+
+def expected_max(samples: np.ndarray, draws: int) -> float:
+    """E[max of ``draws`` independent draws from the empirical distribution of ``samples``], exactly: with the n
+    samples sorted, x_(i) is the maximum when every draw is at most x_(i) and not every draw at most x_(i-1), which
+    has chance (i/n)^W - ((i-1)/n)^W. One draw gives the mean."""
+    ordered = np.sort(np.asarray(samples, dtype=float))
+    below = np.arange(len(ordered) + 1) / len(ordered)
+    return float(np.dot(ordered, below[1:] ** draws - below[:-1] ** draws))
+
+
+def slowest_excess(samples: np.ndarray, draws: int) -> float:
+    """How much the slowest of ``draws`` draws exceeds the mean: E[max_W] - mean, 0 for one draw (and never below
+    0, which only rounding could give)."""
+    return max(expected_max(samples, draws) - float(np.mean(samples)), 0.0) if draws > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class HostBound:
+    """What W - 1 peers add to a host-bound step (docs/scaling.md, "Host-bound steps: what a peer adds").
+
+    A rank's host spends H per unit (``MeasuredRun.host_times``). Where the step reads the device on the host after
+    the exchange, that read waits until every rank has launched the unit's collectives: the ranks meet once per
+    unit, so a W-rank unit takes the slowest of W hosts, E[max_W H] for H drawn independently from the 1-rank runs,
+    plus the host cost of launching the unit's collectives. The collectives come from the caller (the runtime's
+    plan, ``odin_ns.scaling.replay.Wire.collectives``)."""
+
+    host: np.ndarray
+    """H of every steady unit of the 1-rank runs."""
+    compute: np.ndarray
+    """The same units' ``compute_s``."""
+    collective_launch_s: float
+    """Host time one collective's launch adds to a unit."""
+    launch_source: str
+    """Where ``collective_launch_s`` came from, in words."""
+
+    @classmethod
+    def fit(
+        cls, runs: Sequence[MeasuredRun], counted: Sequence[tuple[MeasuredRun, float]], launch_s: float | None
+    ) -> HostBound:
+        """From the 1-rank ``runs``' host times, with ``launch_s``, else fitted on ``counted``: runs on 2+ ranks,
+        each with its collectives per unit. Each such run's host per unit (the mean H of all its ranks: in lockstep
+        every rank's units span the same wall time) less E[max_W H] at its W, over its collectives, is one estimate
+        of the launch cost; the median of them counts (one odd run moves it less than a mean). Without either,
+        ``H200_COLLECTIVE_LAUNCH_S``."""
+        single = [run for run in runs if run.world_size == 1]
+        launched = [(run, collectives) for run, collectives in counted if collectives > 0 and launch_s is None]
+        untimed = [run.describe() for run in (*single, *(run for run, _ in launched)) if run.host_times is None]
+        if not single or untimed:
+            raise ScalingInputError("the host-bound term needs 1-rank runs, and unit logs with host times (host_run_s, "
+                                    f"host_between_s): {untimed[0] if untimed else 'no 1-rank run'}")
+        host = np.concatenate([run.host_times for run in single])
+        compute = np.array([record.compute_s for run in single for records in run.ranks for record in records])
+        if launch_s is not None:
+            source = "given"
+        elif launched:
+            launch_s = statistics.median(
+                (float(run.host_times.mean()) - expected_max(host, run.world_size)) / collectives
+                for run, collectives in launched
+            )
+            source = f"fitted on {len(launched)} run(s) on 2+ ranks"
+        else:
+            launch_s, source = H200_COLLECTIVE_LAUNCH_S, "no run on 2+ ranks to fit it on: the H200 default"
+        return cls(host, compute, launch_s, source)
+
+    def host_per_unit_s(self, world_size: int, collectives: float) -> float:
+        """Host wall time per unit at ``world_size`` ranks: E[max_W H] + ``collectives`` launches (one rank: mean H)."""
+        return expected_max(self.host, world_size) + self._launches_s(world_size, collectives)
+
+    def added_s(self, world_size: int, collectives: float) -> float:
+        """The host time a rank adds at ``world_size`` ranks: (E[max_W H] - mean H) + ``collectives`` launches; 0 on
+        one rank."""
+        return slowest_excess(self.host, world_size) + self._launches_s(world_size, collectives)
+
+    def _launches_s(self, world_size: int, collectives: float) -> float:
+        """Host time of launching ``collectives`` (one rank launches none)."""
+        return collectives * self.collective_launch_s if world_size > 1 else 0.0
+
+    def compute_spread_s(self, world_size: int) -> float:
+        """E[max_W c] - mean c of the same units' compute: the part of ``added_s`` that the replay already charges,
+        as it waits for the slowest of W ranks' compute."""
+        return slowest_excess(self.compute, world_size)
+
+
 @dataclass(frozen=True)
 class Calibration:
     """The measured quantities the replay draws from."""
@@ -264,17 +367,26 @@ class Calibration:
     views_per_rank: int
     sources: tuple[str, ...]
     """The runs it was fitted on."""
+    host_bound: HostBound | None = None
+    """Where set, the host time past one rank is what peers add to a host-bound step (``host_s``), and compute
+    times are the 1-rank runs' at every W: both grow from one rank's host, whose H holds the compute."""
 
     def compute_samples(self, world_size: int) -> tuple[np.ndarray, dict[int, np.ndarray] | None]:
         """Per-view compute times at ``world_size`` ranks, pooled and by view."""
-        if world_size == 1:
+        if world_size == 1 or self.host_bound is not None:
             return self.single_view_seconds, self.single_view_samples
         return self.view_seconds, self.view_samples
 
-    def host_s(self, mode: str, world_size: int) -> float:
+    def host_s(self, mode: str, world_size: int, collectives: float = 0) -> float:
         """Host time per step outside the spans of ``mode`` at ``world_size`` ranks (one rank runs every mode as
-        sync)."""
-        return self.single_overhead_s if world_size == 1 else self.overhead_s[mode]
+        sync), whose units launch ``collectives`` each. Host-bound: one rank's, plus what the other ranks add
+        (``HostBound.added_s``) less the spread of the slowest rank's compute, which the replay charges already."""
+        if world_size == 1:
+            return self.single_overhead_s
+        if self.host_bound is None:
+            return self.overhead_s[mode]
+        bound = self.host_bound
+        return self.single_overhead_s + bound.added_s(world_size, collectives) - bound.compute_spread_s(world_size)
 
 
 def calibrate(

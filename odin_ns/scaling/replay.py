@@ -17,7 +17,9 @@ all-reduce of row bucket j (issued in row order on one stream, so bucket j arriv
   cameras) + P / W (each rank steps its own rows). The render is taken to cost what the replicated one costs.
 
 Host time O is the one measured on one rank at W = 1 and the one measured on 2+ ranks at every W >= 2
-(``Calibration.host_s``).
+(``Calibration.host_s``); with a host-bound term, one rank's plus what W - 1 peers add to a host-bound step, which
+grows with the slowest of W hosts and with the collectives a unit launches (``Wire.collectives``,
+``HostBound``).
 
 A run replayed from its recorded paths (``recorded_paths``: predicted read scopes, or no window at all), at its own
 W, costs per unit, with the mode's O throughout: O + the window + the unit's own exchange where it published at once.
@@ -33,18 +35,21 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 import torch
 
 from odin_ns.comm.collectives import RowBuckets
+from odin_ns.comm.context import DistContext
 from odin_ns.kernels import BITS_PER_WORD
 from odin_ns.runtime.config import RuntimeConfig
+from odin_ns.runtime.exchange import GradientExchange
+from odin_ns.runtime.records import Clock
 from odin_ns.runtime.window import SyncPathStretches, WindowDecision
 from odin_ns.scaling.links import Link, all_gather, all_reduce, all_to_all
-from odin_ns.scaling.measured import Calibration, MeasuredRun
+from odin_ns.scaling.measured import Calibration, MeasuredRun, ScalingInputError
 from odin_ns.scaling.windows import RecordedPath, WindowStatistics, window_decisions
 from odin_ns.schedule.plan import SchedulePlan
 from odin_ns.sync.gate import ThroughputFirstPolicy
@@ -73,6 +78,8 @@ class Wire:
 
     gaussians: int
     sh_degree: int = 3
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    """The runtime configuration whose bucket plan the exchange follows (its defaults unless the runs say otherwise)."""
 
     @property
     def gradient_row_bytes(self) -> int:
@@ -81,11 +88,34 @@ class Wire:
 
     @property
     def buckets(self) -> RowBuckets:
-        """The runtime's bucket plan for these rows at its default bucket size and bucket count."""
-        return RuntimeConfig().buckets_for([torch.empty((self.gaussians, self.gradient_row_bytes // 4), device="meta")])
+        """The runtime's bucket plan for these rows."""
+        return self.runtime.buckets_for([self._table()])
+
+    def _table(self) -> torch.Tensor:
+        """The packed gradient table's shape, without its memory."""
+        return torch.empty((self.gaussians, self.gradient_row_bytes // 4), device="meta")
 
     def bucket_bytes(self) -> list[int]:
         return [(hi - lo) * self.gradient_row_bytes for lo, hi in self.buckets.ranges]
+
+    def collectives(self, world_size: int, exchange: str = "dense") -> int:
+        """Collectives one rank launches per unit at ``world_size`` ranks (each a launch its host pays for), as
+        ``GradientExchange`` plans them, for a unit whose record says ``exchange``: none on one rank or alone
+        (``local``, as no-exchange runs); ``dense``: the scope all-gather and one all-reduce per bucket;
+        ``sharded`` (the sharded optimizer): the gather, a reduce to each shard's owner and a broadcast from it. A
+        scoped exchange launches one all-reduce per bucket holding update rows, which the logs do not count. Not
+        counted: the all-reduce of dense parameters' gradients, which has none with splatfacto's camera optimizer
+        off (its default)."""
+        if world_size == 1 or exchange == "local":
+            return 0
+        if exchange == "dense":
+            return 1 + len(self.buckets.ranges)
+        if exchange == "sharded":
+            ranks = replace(DistContext.single("cpu"), world_size=world_size)  # the plan reads the world size only
+            planned = GradientExchange(self.runtime, ranks, Clock(torch.device("cpu")))
+            planned.plan(self._table())
+            return 1 + 2 * sum(hi > lo for lo, hi in planned.shards)
+        raise ScalingInputError(f"the collectives of a {exchange!r} exchange are not modelled (dense or sharded)")
 
     def scope_piece(self, mode: str) -> int:
         """One rank's part of the scope all-gather: its update and read bitmaps (int32 words), and for
@@ -98,22 +128,35 @@ class Wire:
         """What one rank's dense exchange of a unit moves (its ``bytes_exchanged``): its scope piece and every row."""
         return self.scope_piece(mode) + self.gaussians * self.gradient_row_bytes
 
-    def sharded_exchange(
+    def sharded_collectives(
         self, link: Link, world_size: int, views_per_rank: int, visible_share: float, sends: ShardedSends
-    ) -> float:
-        """Seconds of the sharded peer's collectives in a step: pairs of this rank's Gaussians and every rank's
-        cameras go out (only visible pairs when packed, ``sends='visible'``; all of them otherwise, as
+    ) -> list[float]:
+        """Seconds of each collective the sharded peer launches in a step: pairs of this rank's Gaussians and every
+        rank's cameras go out (only visible pairs when packed, ``sends='visible'``; all of them otherwise, as
         ``odin_ns.benchmarks.gsplat_distributed`` runs it) and their gradients come back."""
         share = visible_share if sends == "visible" else 1.0
         pairs = views_per_rank * self.gaussians * share
         forward = PROJECTED_BYTES + (PAIR_INDEX_BYTES if sends == "visible" else 0)
-        seconds = all_to_all(link, pairs * forward, world_size) + all_to_all(
-            link, pairs * PROJECTED_GRADIENT_BYTES, world_size
-        )
-        seconds += all_gather(link, 4, world_size) + all_gather(link, CAMERA_BYTES * views_per_rank, world_size)
+        collectives = [all_to_all(link, pairs * forward, world_size),
+                       all_to_all(link, pairs * PROJECTED_GRADIENT_BYTES, world_size),
+                       all_gather(link, 4, world_size), all_gather(link, CAMERA_BYTES * views_per_rank, world_size)]
         if sends == "visible":
-            seconds += all_to_all(link, 4 * world_size, world_size)  # the pair counts, before the pairs
-        return seconds
+            collectives.append(all_to_all(link, 4 * world_size, world_size))  # the pair counts, before the pairs
+        return collectives
+
+    def sharded_exchange(
+        self, link: Link, world_size: int, views_per_rank: int, visible_share: float, sends: ShardedSends
+    ) -> float:
+        """Seconds of the sharded peer's collectives in a step (``sharded_collectives``)."""
+        return sum(self.sharded_collectives(link, world_size, views_per_rank, visible_share, sends))
+
+
+def run_collectives(run: MeasuredRun, wire: Wire) -> float:
+    """Collectives per unit that ``run``'s ranks launched, by the exchange each of rank 0's units recorded (the mean:
+    an auto exchange may change kind between units)."""
+    kinds = [record.exchange for record in run.ranks[0]]
+    counts = {kind: wire.collectives(run.world_size, kind) for kind in set(kinds)}
+    return statistics.fmean(counts[kind] for kind in kinds)
 
 
 def gaussians_from_exchange(runs: Sequence[MeasuredRun], sh_degree: int = 3) -> int | None:
@@ -237,13 +280,15 @@ def step_seconds(
     """[steps] predicted seconds of each step of ``mode`` over ``link`` (module docstring)."""
     world_size = draw.world_size
     slowest = draw.compute.max(1)
-    overhead, publish = calibration.host_s(mode, world_size), calibration.publish_s
-    sync_overhead = calibration.host_s("sync", world_size)
+    publish = calibration.publish_s
     if mode == "sharded":
-        exchange = wire.sharded_exchange(
+        collectives = wire.sharded_collectives(
             link, world_size, calibration.views_per_rank, calibration.visible_share, sharded_sends
         )
-        return overhead + slowest + exchange + publish / world_size
+        overhead = calibration.host_s(mode, world_size, len(collectives))
+        return overhead + slowest + sum(collectives) + publish / world_size
+    overhead = calibration.host_s(mode, world_size, wire.collectives(world_size))
+    sync_overhead = calibration.host_s("sync", world_size, wire.collectives(world_size))
     buckets = np.cumsum([all_reduce(link, nbytes, world_size) for nbytes in wire.bucket_bytes()])
     sync_exchange = all_gather(link, wire.scope_piece("sync"), world_size) + buckets[-1]
     seconds = sync_overhead + slowest + sync_exchange + publish  # sync, and every unit on sync's path
@@ -292,10 +337,12 @@ def predict(
     sharded_sends: ShardedSends = "visible",
     sh_degree: int = 3,
     recorded: Sequence[RecordedPath] | None = None,
+    runtime: RuntimeConfig | None = None,
 ) -> tuple[list[Prediction], dict[int, str]]:
     """Every predictable mode at every world size over every link, and how views were dealt at each world size
-    (``recorded``: the overlapped modes replay those paths, ``draw_world``)."""
-    wire = Wire(calibration.gaussians, sh_degree)
+    (``recorded``: the overlapped modes replay those paths, ``draw_world``), for ``runtime``'s bucket plan (the
+    runtime's defaults when None)."""
+    wire = Wire(calibration.gaussians, sh_degree, runtime or RuntimeConfig())
     predictions, dealings = [], {}
     for world_size in world_sizes:
         draw = draw_world(calibration, fitted, plan, wire, world_size, modes, steps, seed, recorded)
