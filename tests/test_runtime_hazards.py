@@ -277,3 +277,26 @@ def test_every_unit_records_its_host_time_and_the_host_time_before_it(mode):
     # lower bounds only: a sleep lasts at least as long as asked, however loaded the machine
     assert all(record.host_run_s >= 0.02 for record in records)
     assert records[0].host_between_s == 0.0 and all(record.host_between_s >= 0.03 for record in records[1:])
+
+
+def test_the_finite_watch_names_the_groups_of_nan_and_inf_columns_and_not_huge_finite_ones():
+    """NaN, +Inf and -Inf are caught per column and reported by group at the first unit they appeared in; finite
+    values whose column sum would overflow float32 are not (the watch reads minima and maxima, not sums)."""
+    from odin_ns.runtime.finite import FiniteWatch, NonFiniteGradientError
+
+    watch = FiniteWatch(["means", "opacities", "colors"], [0, 0, 0, 1, 2, 2, 2], torch.device("cpu"))
+    table = torch.zeros(4, 7)
+    table[:2, 1] = 3e38  # sums to Inf, each value finite
+    watch.observe(3, table)
+    watch.check(DistContext.single("cpu"))
+    table[2, 3] = float("nan")
+    watch.observe(4, table)
+    table[1, 5], table[0, 6] = float("inf"), -float("inf")
+    watch.observe(5, table)  # later: the report names where it began
+    with pytest.raises(NonFiniteGradientError, match=r"\['opacities'\] on rank 0 at step 4"):
+        watch.check(DistContext.single("cpu"))
+    fresh = FiniteWatch(["means", "opacities", "colors"], [0, 0, 0, 1, 2, 2, 2], torch.device("cpu"))
+    fresh.observe(7, table)
+    with pytest.raises(NonFiniteGradientError, match=r"\['colors', 'opacities'\] on rank 0 at step 7"):
+        fresh.check(DistContext.single("cpu"))
+    fresh.observe(8, torch.zeros(0, 7))  # no rows (every Gaussian pruned): nothing to watch

@@ -60,7 +60,7 @@ class HostOpsCommand:
     conflict_every: int = 4
     """Every this many units, a unit reads the previous unit's rows (a RAW conflict)."""
     min_buckets: int = 8
-    """Buckets the exchange is cut into."""
+    """Buckets the exchange is cut into (none too small to cut: the runtime's 4 MB floor is off here)."""
 
     def main(self) -> None:
         port = _free_port()
@@ -185,7 +185,7 @@ def _count(
     predictor = None
     if settings.get("read_scopes") == "predicted":
         predictor = _ExactRowsPredictor(rows_of, context.rank, context.world_size)
-    config = RuntimeConfig(min_buckets=command.min_buckets, **settings)
+    config = RuntimeConfig(min_buckets=command.min_buckets, min_bucket_mb=0, **settings)  # however small they get
     runtime = config.setup(params=params, optimizers=optimizers, context=context, predictor=predictor)
 
     def unit_functions(unit: int):

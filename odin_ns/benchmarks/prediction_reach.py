@@ -40,7 +40,7 @@ class PredictionReachCommand:
     """Ranks the plan deals the views to."""
     min_buckets: Tuple[int, ...] = (8, 32, 128)
     """Values of ``--pipeline.odin.min-buckets`` to compare (the exchange may cut finer where buckets would exceed
-    ``bucket-mb``; the default is 8)."""
+    ``bucket-mb``; the default is 8), each with ``--pipeline.odin.min-bucket-mb 0``: buckets of any size."""
     units: int = 200
     """Units of the plan to examine (from the first)."""
 
@@ -73,7 +73,7 @@ def reach(data: Path, world_size: int, min_buckets: Tuple[int, ...], units: int)
     params = model.gauss_params
     results = []
     for count in min_buckets:
-        buckets = RuntimeConfig(min_buckets=count).buckets_for(list(params.values()))
+        buckets = RuntimeConfig(min_buckets=count, min_bucket_mb=0).buckets_for(list(params.values()))
         predictor = SplatReadPredictor(
             pinhole_views(datamanager.train_cameras), plan.unit_views, 0, lambda: means["lr"], lambda: scales["lr"],
             tuple(means["betas"]), NEAR_PLANE, largest_downscale=2**model.config.num_downscales,

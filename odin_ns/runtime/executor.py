@@ -55,6 +55,9 @@ VisibleFn = Callable[[Views], torch.Tensor]
 """Cheap projection-only pass: bool[N] rows the unit's views would see under the given parameters."""
 SensitivityFn = Callable[[Views], ReaderSensitivity]
 """How far on screen the unit's views see each row move per unit of displacement (throughput-first's bound)."""
+Staging = tuple[torch.Tensor, Views]
+"""A unit's private gradient table [N, columns] and each parameter's view of it (built once per unit: every view is
+a slice and a reshape the host dispatches)."""
 
 
 class OdinRuntime:
@@ -125,7 +128,7 @@ class OdinRuntime:
         self.packed = pack_gaussians(params, self._optimizers)
         self._params = dict(params)
         if self.structure_version < 0:
-            self._finite = FiniteWatch(list(params), self.packed.layout.group_of_column(first.device))
+            self._finite = FiniteWatch(list(params), self.packed.layout.group_of_column(), first.device)
             self._guard = ScopeGuard(first.device)
         self._publication.bind(self.packed, self._params, self._optimizers)
         self._exchange.plan(self.packed.params)
@@ -291,7 +294,7 @@ class OdinRuntime:
         return self._finish_predicted(unit_id, staging, visible, trace, loss)
 
     def _finish_predicted(
-        self, unit_id: int, staging: torch.Tensor, visible: torch.Tensor, trace: UnitTrace, loss: torch.Tensor
+        self, unit_id: int, staging: Staging, visible: torch.Tensor, trace: UnitTrace, loss: torch.Tensor
     ) -> torch.Tensor:
         """Stage the unit; publish it at once, as sync does, where the plan's next unit would wait for all of it."""
         self._pending = self._stage(unit_id, staging, visible, trace)
@@ -317,9 +320,9 @@ class OdinRuntime:
 
     def _compute(
         self, compute_fn: ComputeFn, trace: UnitTrace, span: str, in_flight_buffers: Iterable[torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, Staging]:
         """Forward and backward on fresh shadow views; returns (loss, visible mask, the unit's private gradient
-        table), its staging checked for WAW/WAR. Gradients start from zero, the dense parameters' too: a re-run
+        table and its per-name views), its staging checked for WAW/WAR. Gradients start from zero, the dense parameters' too: a re-run
         replaces the first run's, never adds to them."""
         for param in self.dense_params:
             param.grad = None
@@ -328,21 +331,22 @@ class OdinRuntime:
         start = self._clock.now()
         loss, visible = compute_fn(views)
         trace.add_span(span, start, self._clock.now())
-        staging = staged_gradients(views)
-        if any(staging[name] is not gradients[name] for name in gradients):
+        staged = staged_gradients(views)
+        if any(staged[name] is not gradients[name] for name in gradients):
             raise ValueError("compute_fn replaced a shadow view's .grad: it must accumulate into the one it was given")
-        check_private_staging(staging, self._params, in_flight_buffers)
-        return loss, visible, gradient_table
+        check_private_staging(staged, self._params, in_flight_buffers)
+        return loss, visible, (gradient_table, gradients)
 
     def _average_dense_gradients(self, unit_id: int) -> None:
         grads = [param.grad for param in self.dense_params if param.grad is not None]
         self.context.all_reduce_mean_(grads, f"dense gradients of unit {unit_id}")
 
-    def _stage(self, unit_id: int, gradient_table: torch.Tensor, visible: torch.Tensor, trace: UnitTrace) -> StagedUnit:
+    def _stage(self, unit_id: int, staging: Staging, visible: torch.Tensor, trace: UnitTrace) -> StagedUnit:
+        gradient_table, gradients = staging
         self._finite.observe(unit_id, gradient_table)
         return StagedUnit(
-            unit_id, self.structure_version, gradient_table, self.packed.layout.views(gradient_table),
-            self._scope(visible), trace, self._publication.learning_rates(),
+            unit_id, self.structure_version, gradient_table, gradients, self._scope(visible), trace,
+            self._publication.learning_rates(),
         )
 
     def _publish_pending(self) -> None:

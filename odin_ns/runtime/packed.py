@@ -56,11 +56,9 @@ class ColumnLayout:
     def table_like(self, table: torch.Tensor) -> torch.Tensor:
         return torch.zeros(table.shape[0], self.width, dtype=table.dtype, device=table.device)
 
-    def group_of_column(self, device: torch.device) -> torch.Tensor:
-        """int64 [width]: the index (in ``spans`` order) of the name owning each column."""
-        return torch.repeat_interleave(
-            torch.arange(len(self.spans)), torch.tensor([hi - lo for lo, hi in self.spans.values()])
-        ).to(device)
+    def group_of_column(self) -> list[int]:
+        """The index (in ``spans`` order) of the name owning each column."""
+        return [index for index, (lo, hi) in enumerate(self.spans.values()) for _ in range(lo, hi)]
 
 
 @dataclass
