@@ -1,8 +1,8 @@
 """odin_ns.kernels against straightforward numpy references, for every backend that can run here.
 
 The torch fallback always runs. The Triton kernels run on CUDA when present and, in CI, on CPU through Triton's
-interpreter: ``test_triton_kernels_under_interpreter`` re-runs the Triton cases of this file and of
-test_scoped_adam.py in a subprocess with ``TRITON_INTERPRET=1`` (it must be set before triton is imported, so it
+interpreter: ``test_triton_kernels_under_interpreter`` re-runs the Triton cases of this file, test_scoped_adam.py and
+test_presized.py in a subprocess with ``TRITON_INTERPRET=1`` (it must be set before triton is imported, so it
 cannot be toggled inside this process).
 """
 
@@ -197,6 +197,72 @@ def test_gather_scatter_rows(case, n, fraction, index_dtype):
         column += width
 
 
+def _rectangles_scene(n_cameras: int, n_gaussians: int, seed: int):
+    """Screen-space Gaussians over a 13 x 8 tile grid: some culled (radius 0), many clipped at the grid's edges (means
+    off screen, radii up to 60 px), one covering the whole grid (the longest run), and a negative depth (its bits
+    sign-extend into the key, as in gsplat's kernel)."""
+    generator = torch.Generator().manual_seed(seed)
+    means2d = torch.rand(n_cameras, n_gaussians, 2, generator=generator) * torch.tensor([288.0, 208.0]) - 40.0
+    radii = torch.randint(0, 60, (n_cameras, n_gaussians), generator=generator, dtype=torch.int32)
+    radii[:, ::5] = 0
+    radii[0, 1], means2d[0, 1] = 400, torch.tensor([100.0, 60.0])
+    depths = torch.rand(n_cameras, n_gaussians, generator=generator) * 5 + 0.1
+    depths[:, ::7] = 2.5
+    depths[-1, 3] = -1.5
+    return means2d, radii, depths
+
+
+def reference_fill(lowest, span, counts, depths, tile_width, tile_bits, padding_key, capacity):
+    """Each Gaussian's rectangle, row-major, Gaussian after Gaussian, cut at ``capacity``, then padding."""
+    n_gaussians = depths.shape[1]
+    depth_bits = depths.reshape(-1).view(torch.int32).tolist()
+    keys, ids = [], []
+    for i, (count, (x0, y0), (width, height)) in enumerate(zip(counts.tolist(), lowest.tolist(), span.tolist())):
+        if count == 0:
+            continue
+        assert count == width * height
+        for y in range(y0, y0 + height):
+            for x in range(x0, x0 + width):
+                keys.append(((i // n_gaussians) << (32 + tile_bits)) | ((y * tile_width + x) << 32) | depth_bits[i])
+                ids.append(i)
+    keys, ids = keys[:capacity], ids[:capacity]
+    padding = capacity - len(keys)
+    return torch.tensor(keys + [padding_key] * padding), torch.tensor(ids + [0] * padding, dtype=torch.int32)
+
+
+def test_tile_intersection_fill_matches_reference(case):
+    """The unsorted presized intersection slots (odin_ns.rendering.presized) for several cameras, culled Gaussians and
+    rectangles clipped at the grid's edges, into capacities that cut a rectangle in the middle, end exactly at the
+    count, or leave padding (over several programs' worth of slots): the reference's keys and ids slot for slot, and
+    on Triton bitwise the torch fill's."""
+    from odin_ns.rendering.presized import _tile_rectangles, tile_key_bits
+
+    backend, device = case
+    tile_width, tile_height, n_cameras = 13, 8, 3
+    means2d, radii, depths = (t.to(device) for t in _rectangles_scene(n_cameras, 300, seed=1))
+    lowest, span, counts = _tile_rectangles(means2d, radii, 16, tile_width, tile_height)
+    ends = torch.cumsum(counts, 0)
+    assert int(counts[1]) == tile_width * tile_height, "one Gaussian covers the whole grid"
+    assert bool(((counts == 0) & (radii.reshape(-1) > 0)).any()), "some Gaussians are off the grid altogether"
+    assert bool(((lowest == 0) & (counts > 0)[:, None]).any()) and bool(((lowest + span)[:, 0] == tile_width).any())
+    tile_bits = tile_key_bits(n_cameras, tile_width, tile_height)
+    padding_key = ((n_cameras - 1) << (32 + tile_bits)) | ((tile_width * (tile_height + 1) - 1) << 32)
+    total = int(ends[-1])
+    cut = int(torch.nonzero(counts >= 3)[len(counts) // 2])  # a capacity ending inside this Gaussian's rectangle
+    for capacity in (1, int(ends[cut] - counts[cut]) + 2, total, total + 1, total + 5000):
+        args = (lowest, span, counts, ends, depths, tile_width, tile_bits, padding_key, capacity)
+        keys, flat_ids = K.fill_tile_intersections(*args, backend=backend)
+        assert keys.dtype == torch.int64 and flat_ids.dtype == torch.int32
+        assert keys.shape == flat_ids.shape == (capacity,)
+        want_keys, want_ids = reference_fill(*(t.cpu() for t in (lowest, span, counts, depths)), tile_width, tile_bits,
+                                             padding_key, capacity)
+        assert torch.equal(keys.cpu(), want_keys), f"capacity {capacity}: keys"
+        assert torch.equal(flat_ids.cpu(), want_ids), f"capacity {capacity}: flat ids"
+        if backend == "triton":
+            torch_keys, torch_ids = K.fill_tile_intersections(*args, backend="torch")
+            assert torch.equal(keys, torch_keys) and torch.equal(flat_ids, torch_ids), f"capacity {capacity}"
+
+
 def test_bad_inputs_raise_clear_errors():
     bitmap = K.pack_bitmap(torch.ones(40, dtype=torch.bool))
     with pytest.raises(ValueError, match="bitmaps differ"):
@@ -235,10 +301,12 @@ def test_backend_selection(monkeypatch):
 @pytest.mark.skipif(not triton_available() or triton_interpreting(), reason="needs triton; runs the interpreter itself")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the compiled Triton kernels run on CUDA here")
 def test_triton_kernels_under_interpreter():
-    """Run the Triton cases of the kernel and optimizer tests through Triton's interpreter (CI's GPU code path)."""
+    """Run the Triton cases of the kernel, optimizer and presized-intersection tests through Triton's interpreter
+    (CI's GPU code path)."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}  # the interpreter runs on CPU tensors
     env.pop(BACKEND_ENV_VAR, None)
-    test_files = [__file__, str(Path(__file__).with_name("test_scoped_adam.py"))]
+    others = ("test_scoped_adam.py", "test_presized.py")
+    test_files = [__file__, *(str(Path(__file__).with_name(name)) for name in others)]
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_files, "-k", "triton"],
         env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent, timeout=600,

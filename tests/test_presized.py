@@ -9,6 +9,7 @@ import types
 import pytest
 import torch
 
+from odin_ns.kernels.dispatch import triton_available, triton_interpreting
 from odin_ns.model import OdinSplatfactoModel, OdinSplatfactoModelConfig
 from odin_ns.rendering.presized import (
     ROUND_TO,
@@ -70,6 +71,25 @@ def test_a_capacity_below_the_count_keeps_a_prefix_of_the_pairs_and_reports_the_
     assert int(per_camera.sum()) > 300 and keys.shape == (300,)
     first_pairs = torch.repeat_interleave(torch.arange(per_gauss.numel()), per_gauss.reshape(-1).long())[:300]
     assert torch.equal(torch.sort(flat_ids.long()).values, first_pairs)
+
+
+_TRITON = [pytest.param("cpu", id="triton-cpu", marks=pytest.mark.skipif(
+    not (triton_available() and triton_interpreting()), reason="Triton on the CPU needs TRITON_INTERPRET=1 "
+    "(test_kernels.py::test_triton_kernels_under_interpreter runs this under it)"))]
+_TRITON += [pytest.param("cuda", id="triton-cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA")])]
+
+
+@pytest.mark.parametrize("device", _TRITON)
+@pytest.mark.parametrize("extra_slots", [-700, 0, 5000])
+def test_the_triton_fill_sorts_to_the_torch_fills_pairs(device, extra_slots):
+    """The training path (the Triton fill of the slots, then the sort) returns what the torch fill does, bit for bit,
+    whether the capacity cuts the pairs, holds them exactly or leaves padding."""
+    means2d, radii, depths = (tensor.to(device) for tensor in projected(seed=5))
+    count = int(presized_isect_tiles(means2d, radii, depths, TILE, TILES_X, TILES_Y, 1, backend="torch")[3].sum())
+    args = (means2d, radii, depths, TILE, TILES_X, TILES_Y, count + extra_slots)
+    for got, want in zip(presized_isect_tiles(*args, backend="triton"), presized_isect_tiles(*args, backend="torch")):
+        assert got.dtype == want.dtype and torch.equal(got, want)
 
 
 def test_the_budget_sizes_from_the_counts_adopted_a_fixed_number_of_renders_later():

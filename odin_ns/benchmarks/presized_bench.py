@@ -6,7 +6,9 @@
 Screen-space Gaussians are uniform over the image with log-normal radii (median ``radius_px``), the shape of a
 projected scene. Both columns build the sorted (camera, tile, depth) keys and Gaussian ids and encode the tile
 offsets: gsplat's sized by its host read of the count, the presized ones into ``1 + headroom`` times the count,
-rounded as the budget rounds. "latency" is launch to result; "host" is what the issuing thread spends per call in
+rounded as the budget rounds, by ``presized_isect_tiles`` with the backend training gets (``auto``: the Triton fill of
+the slots on CUDA, the torch fill on the CPU; ``ODIN_KERNELS=torch`` times the torch fill on CUDA; the header names
+the one timed). "latency" is launch to result; "host" is what the issuing thread spends per call in
 back-to-back calls, which for gsplat includes waiting for its count.
 """
 
@@ -19,6 +21,7 @@ import tyro
 from tqdm import tqdm
 
 from odin_ns.benchmarks.kernels_bench import Timer, describe, print_table
+from odin_ns.kernels import resolve_backend
 from odin_ns.rendering.presized import ROUND_TO, presized_isect_tiles, tile_key_bits
 
 
@@ -73,7 +76,8 @@ class PresizedBenchCommand:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         print(f"# presized tile intersections against gsplat's on {describe(device)}, {self.width}x{self.height}, "
-              f"median radius {self.radius_px} px, headroom {self.headroom}\n")
+              f"median radius {self.radius_px} px, headroom {self.headroom}, presized slots filled by "
+              f"{resolve_backend('auto', torch.empty(0, device=device))}\n")
         print_table("Sorted tile intersections and offsets for one camera (us, median)", rows)
 
 

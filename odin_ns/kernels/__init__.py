@@ -23,6 +23,7 @@ from odin_ns.kernels.bitmap import (
 )
 from odin_ns.kernels.compaction import gather_rows_packed, scatter_rows_packed
 from odin_ns.kernels.dispatch import resolve_backend
+from odin_ns.kernels.isect import fill_tile_intersections
 
 __all__ = [
     "BITS_PER_WORD",
@@ -35,6 +36,7 @@ __all__ = [
     "bitmap_or",
     "bitmap_to_mask",
     "check_bitmap",
+    "fill_tile_intersections",
     "gather_rows_packed",
     "num_words",
     "overlap_ratio",

@@ -17,6 +17,9 @@ MASK_BLOCK = 2048  # bits per program in bitmap_to_mask
 ADAM_BLOCK = 512  # param elements per program: small blocks let partially selected regions skip more work
 BLOCK_ROW_ELEMENTS = 4096  # target elements per program in the row gather/scatter kernels
 MAX_PACKED_TENSORS = 8  # tensors one gather/scatter launch handles; longer lists take several launches
+ISECT_GAUSSIANS = 256  # flat Gaussians per program in the intersection fill (untuned)
+ISECT_TILES = 4  # tiles of each Gaussian's rectangle written per loop step: most rectangles have 1-4 (untuned)
+ISECT_PADDING = 1024  # slots per program checked for padding in the same launch
 _BINARY_OPS = {"or": 0, "and": 1, "andnot": 2}
 
 
@@ -223,6 +226,65 @@ def _rows_copy_kernel(
             tl.store(tensor_ptrs[t] + tensor_offsets, tl.load(buf_ptr + buf_offsets, mask=valid), mask=valid)
 
 
+@triton.jit
+def _isect_fill_kernel(
+    lowest_ptr,
+    span_ptr,
+    counts_ptr,
+    ends_ptr,
+    depth_bits_ptr,
+    keys_ptr,
+    ids_ptr,
+    n_flat,
+    n_gaussians,
+    tile_width,
+    tile_bits,
+    padding_key,
+    capacity,
+    BLOCK_G: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_PAD: tl.constexpr,
+):
+    """Program p writes the runs of flat Gaussians [p * BLOCK_G, (p + 1) * BLOCK_G) and the padding among slots
+    [p * BLOCK_PAD, (p + 1) * BLOCK_PAD).
+
+    A Gaussian's run is slots [ends - counts, ends) cut at ``capacity``; its j-th slot holds tile
+    (lowest_x + j % width, lowest_y + j // width). The loop walks the block's longest run BLOCK_T slots at a time,
+    every Gaussian of the block in step (masked once its run is written), so adjacent lanes store adjacent slots.
+    Culled Gaussians (count 0) load nothing beyond their count and end.
+    """
+    pid = tl.program_id(0).to(tl.int64)
+
+    total = tl.minimum(tl.load(ends_ptr + n_flat - 1), capacity)
+    slots = pid * BLOCK_PAD + tl.arange(0, BLOCK_PAD)
+    padding = (slots >= total) & (slots < capacity)
+    tl.store(keys_ptr + slots, tl.zeros([BLOCK_PAD], dtype=tl.int64) + padding_key, mask=padding)
+    tl.store(ids_ptr + slots, tl.zeros([BLOCK_PAD], dtype=tl.int32), mask=padding)
+
+    gauss = pid * BLOCK_G + tl.arange(0, BLOCK_G)
+    in_range = gauss < n_flat
+    count = tl.load(counts_ptr + gauss, mask=in_range, other=0)
+    start = tl.load(ends_ptr + gauss, mask=in_range, other=0) - count
+    kept = tl.maximum(tl.minimum(count, capacity - start), 0)
+    writes = kept > 0
+    # Rectangles span at most the grid's width and height, so their arithmetic fits int32 (tile < 2^tile_bits).
+    width = tl.maximum(tl.load(span_ptr + 2 * gauss, mask=writes, other=1), 1).to(tl.int32)
+    x0 = tl.load(lowest_ptr + 2 * gauss, mask=writes, other=0).to(tl.int32)
+    y0 = tl.load(lowest_ptr + 2 * gauss + 1, mask=writes, other=0).to(tl.int32)
+    depth = tl.load(depth_bits_ptr + gauss, mask=writes, other=0).to(tl.int64)  # sign-extended, as gsplat's
+    head = ((gauss // n_gaussians) << (32 + tile_bits)) | depth
+    ids = gauss.to(tl.int32)
+    longest = tl.max(kept, axis=0)
+    for first in range(0, longest, BLOCK_T):
+        j = (first + tl.arange(0, BLOCK_T)).to(tl.int32)
+        write = j[None, :] < kept[:, None]
+        row = j[None, :] // width[:, None]
+        tile = (y0[:, None] + row) * tile_width + x0[:, None] + j[None, :] - row * width[:, None]
+        slot = start[:, None] + j[None, :]
+        tl.store(keys_ptr + slot, head[:, None] | (tile.to(tl.int64) << 32), mask=write)
+        tl.store(ids_ptr + slot, tl.broadcast_to(ids[:, None], [BLOCK_G, BLOCK_T]), mask=write)
+
+
 def _word_grid(num_words: int) -> tuple[int]:
     return (triton.cdiv(num_words, BLOCK_WORDS),)
 
@@ -364,3 +426,27 @@ def gather_rows_packed(tensors: list[torch.Tensor], indices: torch.Tensor) -> to
 
 def scatter_rows_packed(tensors: list[torch.Tensor], indices: torch.Tensor, buf: torch.Tensor) -> None:
     _launch_rows_copy(tensors, indices, buf, gather=False)
+
+
+def fill_tile_intersections(
+    lowest: torch.Tensor,
+    span: torch.Tensor,
+    counts: torch.Tensor,
+    ends: torch.Tensor,
+    depth_bits: torch.Tensor,
+    n_gaussians: int,
+    tile_width: int,
+    tile_bits: int,
+    padding_key: int,
+    capacity: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One launch: every run and the padding (each slot written once, so the buffers start uninitialised)."""
+    n_flat = counts.numel()
+    keys = torch.empty(capacity, dtype=torch.int64, device=counts.device)
+    flat_ids = torch.empty(capacity, dtype=torch.int32, device=counts.device)
+    grid = (max(triton.cdiv(n_flat, ISECT_GAUSSIANS), triton.cdiv(capacity, ISECT_PADDING)),)
+    _isect_fill_kernel[grid](
+        lowest, span, counts, ends, depth_bits, keys, flat_ids, n_flat, n_gaussians, tile_width, tile_bits,
+        padding_key, capacity, BLOCK_G=ISECT_GAUSSIANS, BLOCK_T=ISECT_TILES, BLOCK_PAD=ISECT_PADDING,
+    )
+    return keys, flat_ids

@@ -35,7 +35,7 @@ import torch
 
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from odin_ns.kernels import copy_to_host_behind_event
+from odin_ns.kernels import copy_to_host_behind_event, fill_tile_intersections
 
 ROUND_TO = 1 << 16
 """Capacities are multiples of this many slots, so that a view's buffers keep their size while its count drifts
@@ -60,39 +60,30 @@ def presized_isect_tiles(
     tile_width: int,
     tile_height: int,
     capacity: int,
+    backend: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """gsplat's ``isect_tiles`` (unpacked, sorted) into ``capacity`` slots, with no host read.
 
     Returns tiles_per_gauss [C, N] int32, the sorted keys [capacity] int64 and flat Gaussian ids [capacity] int32
     (keys over the grid extended by one row: ``tile_key_bits``; the slots past the count are padding), and each
     camera's count [C] int64 on the device. Ties in depth keep the Gaussians' order, as gsplat's stable radix sort does.
+
+    The rectangles come from ``_tile_rectangles`` (per Gaussian, in torch); the slots are filled by
+    ``odin_ns.kernels.fill_tile_intersections`` (``backend``: its dispatch; on CUDA a Triton kernel that writes each
+    Gaussian's run of slots in place, as gsplat's kernel does; on the CPU, or with ``backend="torch"``, the torch
+    fill, bitwise the same). What remains beyond gsplat's work is the sort: ``torch.sort`` has no bit range, so it
+    sorts all 64 bits of the keys where gsplat's radix sort takes only the ``32 + tile_bits + camera_bits`` in use,
+    and it sorts the keys alone, returning int64 indices that a gather applies to the ids, where gsplat sorts
+    (key, id) pairs.
     """
     n_cameras, n_gaussians = radii.shape
-    device = radii.device
     tile_bits = tile_key_bits(n_cameras, tile_width, tile_height)
     lowest, span, counts = _tile_rectangles(means2d, radii, tile_size, tile_width, tile_height)
     ends = torch.cumsum(counts, 0)
-    n_flat = counts.numel()
-
-    # Slot s belongs to the Gaussian whose rectangle's run of slots holds it, the runs laid end to end in Gaussian
-    # order; what passes ``capacity`` is cut off and the slots after the last run go to a padding owner (``n_flat``).
-    kept_ends = ends.clamp(max=capacity)
-    kept = torch.diff(kept_ends, prepend=kept_ends.new_zeros(1))
-    runs = torch.cat((kept, capacity - kept_ends[-1:]))
-    owner = torch.repeat_interleave(torch.arange(n_flat + 1, device=device), runs, output_size=capacity)
-    real = owner < n_flat
-    owner = owner.clamp(max=n_flat - 1)
-    slots = torch.arange(capacity, device=device)
-    index_in_rect = slots - (ends - counts)[owner]
-    rect_width = span[owner, 0].clamp(min=1)
-    row = torch.div(index_in_rect, rect_width, rounding_mode="floor")
-    tile = (lowest[owner, 1] + row) * tile_width + lowest[owner, 0] + index_in_rect - row * rect_width
-    camera = torch.div(owner, n_gaussians, rounding_mode="floor")
-    depth_bits = depths.reshape(-1).contiguous().view(torch.int32).long()[owner]
-    keys = (camera << (32 + tile_bits)) | (tile << 32) | depth_bits
     padding_key = ((n_cameras - 1) << (32 + tile_bits)) | ((tile_width * (tile_height + 1) - 1) << 32)
-    keys = torch.where(real, keys, padding_key)
-    flat_ids = torch.where(real, owner, 0).int()
+    keys, flat_ids = fill_tile_intersections(
+        lowest, span, counts, ends, depths, tile_width, tile_bits, padding_key, capacity, backend=backend
+    )
     keys, order = torch.sort(keys, stable=True)
     per_camera = counts.view(n_cameras, n_gaussians)
     return per_camera.int(), keys, flat_ids[order], per_camera.sum(1)
