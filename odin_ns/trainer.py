@@ -205,7 +205,8 @@ class OdinTrainer(Trainer):
 
     def _train_unit(self, step: int) -> TRAIN_INTERATION_OUTPUT:
         self.context.at_step(step)  # a peer failure names the step
-        self.optimizers.zero_grad_all()
+        # no zero_grad_all: the Gaussians' gradients go to each unit's own table, and the runtime clears the dense
+        # parameters' before every compute (their optimizers step after the unit), so it would only cost host time
         loss, loss_dict, metrics_dict = self.pipeline.train_unit(step, self.optimizers)
         self.optimizers.scheduler_step_all(step)
         self._completed_step = step
