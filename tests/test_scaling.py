@@ -21,7 +21,10 @@ from odin_ns.scaling.measured import (
     ScalingInputError,
     calibrate,
     expected_max,
+    expected_slowest,
+    load_bench,
     load_run,
+    logging_units,
 )
 from odin_ns.scaling.replay import MODES, Wire, WorldDraw, draw_world, predict, run_collectives, step_seconds
 from odin_ns.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
@@ -289,13 +292,15 @@ def test_a_missing_or_broken_unit_log_is_one_line(tmp_path):
         SimulateCommand(runs=(tmp_path,)).main()
 
 
-def write_bench(path: Path, *runs: tuple[str, float, int, int]) -> Path:
+def write_bench(path: Path, *runs: tuple[str, float, int, int], steps_per_log: int | None = None) -> Path:
     """A bench results.json whose runs (run_dir on the machine that ran them, step_s, ranks, views per rank) ran
-    elsewhere."""
+    elsewhere (with ``steps_per_log``, the bench's logging cadence; without, written before it had one)."""
     import json
 
-    path.write_text(json.dumps({"runs": [{"name": "sync", "run_dir": run_dir, "step_s": step_s, "ranks": ranks,
-                                          "views_per_rank": views} for run_dir, step_s, ranks, views in runs]}))
+    cadence = {} if steps_per_log is None else {"steps_per_log": steps_per_log}
+    path.write_text(json.dumps({**cadence, "runs": [{"name": "sync", "run_dir": run_dir, "step_s": step_s,
+                                                     "ranks": ranks, "views_per_rank": views}
+                                                    for run_dir, step_s, ranks, views in runs]}))
     return path
 
 
@@ -520,3 +525,81 @@ def test_the_host_bound_term_predicts_other_world_sizes_from_one_rank(tmp_path, 
     with pytest.raises(SystemExit, match="host-bound term needs 1-rank runs, and unit logs with host times"):
         SimulateCommand(runs=(untimed,), gaussians=2048, host_term="host-bound").main()
 
+
+
+def test_units_after_a_logging_step_are_drawn_apart_from_the_rest():
+    # units 2 and 3 follow logging steps: the slowest of W is drawn per group, each weighted by its share (1/2)
+    samples, logging = np.array([1.0, 2.0, 5.0, 7.0]), np.array([False, False, True, True])
+    rest, slow = (1 * 1 + 2 * 3) / 4, (5 * 1 + 7 * 3) / 4  # E[max_2] of {1, 2} and of {5, 7}: 1.75 and 6.5
+    assert expected_slowest(samples, 2, logging) == pytest.approx(0.5 * rest + 0.5 * slow, rel=1e-12)  # 4.125
+    assert expected_max(samples, 2) == pytest.approx(81 / 16, rel=1e-12)  # one group: 5.0625
+    assert expected_slowest(samples, 1, logging) == pytest.approx(3.75, rel=1e-12)  # one rank: the mean
+    assert expected_slowest(samples, 1000, logging) == pytest.approx(0.5 * 2 + 0.5 * 7, rel=1e-12)  # not 7
+    assert expected_slowest(samples, 2, None) == expected_slowest(samples, 2, np.ones(4, bool)) == expected_max(samples, 2)
+    bound = HostBound(host=samples * 1e-3, compute=np.ones(4) * 1e-3, collective_launch_s=0.3e-3,
+                      launch_source="given", logging=logging)
+    assert bound.host_per_unit_s(2, 10) == pytest.approx(4.125e-3 + 10 * 0.3e-3, rel=1e-12)
+    assert bound.added_s(2, 10) == pytest.approx(0.375e-3 + 3e-3, rel=1e-12)
+    assert bound.added_s(1, 10) == 0.0
+    # nerfstudio logs at step s after that step's unit returned: the work lands in unit s + 1
+    assert logging_units(range(12), 5).nonzero()[0].tolist() == [1, 6, 11]
+    assert logging_units(range(3), 1).all()
+
+
+NERFSTUDIO_CONFIG = """!!python/object:nerfstudio.engine.trainer.TrainerConfig
+_target: !!python/name:odin_ns.trainer.OdinTrainer ''
+logging: !!python/object:nerfstudio.configs.base_config.LoggingConfig
+  local_writer: !!python/object:nerfstudio.configs.base_config.LocalWriterConfig
+    _target: !!python/name:nerfstudio.utils.writer.LocalWriter ''
+    enable: false
+    stats_to_track: !!python/tuple
+    - !!python/object/apply:nerfstudio.utils.writer.EventName
+      - Train Iter (time)
+  relative_log_dir: !!python/object/apply:pathlib.PosixPath []
+  steps_per_log: {every}
+max_num_iterations: 40
+"""
+"""The parts of a nerfstudio config.yml that matter here, Python tags and all."""
+
+
+def logging_cadence_run(run_dir: Path, every: int | None) -> Path:
+    """A 1-rank run whose units after a logging step (every 2: the odd units) take 20 ms of host time and the others
+    10 or 12 ms in turn; with ``every``, a config.yml saying that cadence. Steady units 20-39: E[max_2 H] is
+    (1/2) 20 + (1/2) (10 x 1/4 + 12 x 3/4) = 15.75 ms with the groups apart, mean 15.5 ms; drawn as one group,
+    10 x 1/16 + 12 x 3/16 + 20 x 3/4 = 17.875 ms."""
+    host = lambda unit: 0.020 if unit % 2 else (0.010 if unit % 4 == 0 else 0.012)  # noqa: E731
+    run = write_run(run_dir, 1, step_s=0.015, host=host)
+    if every is not None:
+        (run / "config.yml").write_text(NERFSTUDIO_CONFIG.format(every=every))
+    return run
+
+
+def test_the_logging_cadence_comes_from_config_yml_the_bench_or_the_option(tmp_path, capsys):
+    configured, unknown = logging_cadence_run(tmp_path / "a", 2), logging_cadence_run(tmp_path / "b", None)
+    run = load_run(configured, 1)
+    assert (run.steps_per_log, run.steps_per_log_source) == (2, "config.yml")
+    assert [unit for unit, slow in zip(range(20, 40), run.logging_units) if slow] == list(range(21, 40, 2))
+    assert (load_run(configured, 1, steps_per_log=5).steps_per_log, load_run(unknown, 1).steps_per_log) == (5, None)
+    results = write_bench(tmp_path / "results.json", (f"/elsewhere/{unknown.name}", 0.015, 1, 1), steps_per_log=2)
+    from_bench = load_run(unknown, 1, "bench", load_bench([results]))
+    assert (from_bench.steps_per_log, from_bench.steps_per_log_source) == (2, "bench results.json")
+    exchange = (2e-6 + 512 / 370e9) + 8 * (2 * 2e-6 + 60_416 / 370e9)
+    common = ["--gaussians", "2048", "--host-term", "host-bound", "--collective-launch-ms", "0.5", "--world-sizes",
+              "2", "--links", "nvswitch", "--modes", "sync", "--steps", "20", *TOY_ARGS]
+    for run_dir, option, slowest, grouping in (
+        (configured, [], 15.75e-3, "logging units (the unit after each logging step, steps_per_log 2 from config.yml) "
+                                   "10 of 20, drawn apart from the rest (mean H 20.00 ms, the rest 11.00 ms)"),
+        (unknown, ["--steps-per-log", "2"], 15.75e-3, "steps_per_log 2 from given) 10 of 20, drawn apart"),
+        (unknown, [], 17.875e-3, f"steps_per_log unknown for {unknown} (no config.yml logging.steps_per_log, no "
+                                 "bench steps_per_log, no --steps-per-log): all units one group, drawn independently"),
+    ):
+        tyro.cli(SimulateCommand, args=[str(run_dir), *option, *common]).main()
+        out = capsys.readouterr().out
+        assert f"mean 15.50 ms, E[max_2 H] {1e3 * slowest:.2f} ms" in out and grouping in out
+        step = 0.015 + slowest - 15.5e-3 + 9 * 0.0005 + exchange  # constant compute: no compute spread
+        assert f"| 2 | drawn | 10.00 | {1e3 * step:.2f} / {2 / step:.1f} |" in out
+    (configured / "config.yml").write_text(NERFSTUDIO_CONFIG.format(every=0))
+    with pytest.raises(SystemExit, match="logging.steps_per_log is 0, not a step count"):
+        SimulateCommand(runs=(configured,)).main()
+    with pytest.raises(SystemExit, match="--steps-per-log must be at least 1, got 0"):
+        SimulateCommand(runs=(unknown,), steps_per_log=0).main()

@@ -23,7 +23,6 @@ from odin_ns.scaling.measured import (
     ScalingInputError,
     StepTime,
     calibrate,
-    expected_max,
     load_bench,
     load_run,
 )
@@ -96,18 +95,24 @@ class SimulateCommand:
     host_term: Literal["two-rank", "host-bound"] = "two-rank"
     """Host time of a step on 2+ ranks: 'two-rank': the one measured on the runs on 2+ ranks, the same at every
     W (one rank's where none ran); 'host-bound': one rank's plus what W - 1 peers add to a host-bound step, the
-    slowest of W hosts drawn from the 1-rank runs' host time per unit and a launch cost per collective of the
-    unit (docs/scaling.md, "Host-bound steps: what a peer adds"). Needs unit logs with host times."""
+    slowest of W hosts drawn from the 1-rank runs' host time per unit (the units after logging steps apart from the
+    rest: --steps-per-log) and a launch cost per collective of the unit (docs/scaling.md, "Host-bound steps: what a
+    peer adds"). Needs unit logs with host times."""
     collective_launch_ms: Optional[float] = None
     """Host-bound term: host time one collective's launch adds to a unit. None: fitted on the runs on 2+ ranks that
-    launch collectives (median of (host per unit - E[max_W H]) / collectives per unit); without any, 0.28 ms,
+    launch collectives (median of (host per unit - E[max_W H]) / collectives per unit); without any, 0.31 ms,
     that fit on the eighth session's six 2-H200 cup77 runs (odin_ns.scaling.measured.H200_COLLECTIVE_LAUNCH_S)."""
+    steps_per_log: Optional[int] = None
+    """nerfstudio's --logging.steps-per-log of the runs, for the host-bound term: the unit after each logging step
+    carries its host work on every rank at once, so those units are drawn apart from the rest. None: each run's
+    config.yml, else (--step-time bench) its bench's results.json; without either, all units are one group."""
 
     def main(self) -> None:
         try:
             self._check_options()
             bench = load_bench(self.bench)
-            runs = [load_run(path, self.views_per_rank, self.step_time, bench) for path in self.runs]
+            runs = [load_run(path, self.views_per_rank, self.step_time, bench, self.steps_per_log)
+                    for path in self.runs]
             self._count_gaussians(runs)
             plan = self._load_plan()
             if self.validate:
@@ -127,6 +132,8 @@ class SimulateCommand:
             raise ScalingInputError("world sizes, views per rank and steps must be at least 1")
         if self.collective_launch_ms is not None and self.collective_launch_ms < 0:
             raise ScalingInputError(f"--collective-launch-ms must not be negative, got {self.collective_launch_ms}")
+        if self.steps_per_log is not None and self.steps_per_log < 1:
+            raise ScalingInputError(f"--steps-per-log must be at least 1, got {self.steps_per_log}")
 
     def _load_plan(self) -> SchedulePlan | None:
         if self.plan is None:
@@ -251,7 +258,7 @@ def host_per_unit(bound: HostBound, target: MeasuredRun, wire: Wire) -> list[str
         raise ScalingInputError(f"{target.describe()} launched {launched:g} collectives per unit, the replay's dense "
                                 f"exchange {collectives}: the host-bound term predicts the dense exchange")
     predicted = bound.host_per_unit_s(target.world_size, collectives)
-    parts = f"{1e3 * expected_max(bound.host, target.world_size):.2f} + {collectives} x " \
+    parts = f"{1e3 * bound.slowest_s(target.world_size):.2f} + {collectives} x " \
             f"{1e3 * bound.collective_launch_s:.2f}" if target.world_size > 1 else "mean H"
     if target.host_times is None:
         return [f"{1e3 * predicted:.2f} (= {parts})", "-", "-"]
@@ -280,10 +287,19 @@ def describe_calibration(calibration: Calibration, modes: Sequence[str], world_s
              "host time per step outside the runtime's spans: " + ", ".join(overheads)]
     if bound is not None and world_size != 1:
         lines.append(f"host-bound: H per unit of the 1-rank runs {len(bound.host)} units, mean "
-                     f"{1e3 * float(bound.host.mean()):.2f} ms, E[max_2 H] {1e3 * expected_max(bound.host, 2):.2f} ms "
+                     f"{1e3 * float(bound.host.mean()):.2f} ms, E[max_2 H] {1e3 * bound.slowest_s(2):.2f} ms "
                      f"(compute spread at W = 2: {1e3 * bound.compute_spread_s(2):.2f} ms); collective launch "
                      f"{1e3 * bound.collective_launch_s:.3f} ms ({bound.launch_source})")
+        lines.append(f"host-bound: {describe_grouping(bound)}")
     return "\n".join(lines)
+
+
+def describe_grouping(bound: HostBound) -> str:
+    """How the host-bound term groups the 1-rank runs' units, with each group's mean H."""
+    if bound.logging is None or not 0 < np.count_nonzero(bound.logging) < len(bound.host):
+        return bound.grouping
+    return (f"{bound.grouping} (mean H {1e3 * float(bound.host[bound.logging].mean()):.2f} ms, the rest "
+            f"{1e3 * float(bound.host[~bound.logging].mean()):.2f} ms)")
 
 
 def describe_times(seconds: np.ndarray) -> str:

@@ -17,7 +17,10 @@ The Gaussian count comes from tensorboard's ``gaussian_count``, else from the by
 Like ``odin-ns bench``, only the second half of a run counts: the first half is warm-up.
 
 Records that carry host times (``HOST_TIMES``) also give what a peer adds to a host-bound step (``HostBound``): the
-slowest of W hosts, drawn from the 1-rank runs' host time per unit, and a host cost per collective launched.
+slowest of W hosts, drawn from the 1-rank runs' host time per unit, and a host cost per collective launched. The units
+that carry nerfstudio's logging work are slow on every rank at once, so they are drawn apart from the rest; the
+logging cadence (``steps_per_log``) comes from ``--steps-per-log`` where given, else from the run's ``config.yml``,
+else from the bench's results.json.
 """
 
 from __future__ import annotations
@@ -78,6 +81,11 @@ class MeasuredRun:
     gaussians: int | None
     """Median steady-state Gaussian count (tensorboard's, else the dense exchange's; None without either)."""
     step_time: StepTime = "tensorboard"
+    steps_per_log: int | None = None
+    """nerfstudio's ``logging.steps_per_log`` of the run (``read_steps_per_log``, the bench's, or given); None:
+    unknown."""
+    steps_per_log_source: str = "unknown"
+    """Where ``steps_per_log`` came from, in words."""
 
     @property
     def world_size(self) -> int:
@@ -125,6 +133,14 @@ class MeasuredRun:
         return np.array([record.host_run_s + record.host_between_s for record in records])
 
     @property
+    def logging_units(self) -> np.ndarray | None:
+        """Which of ``host_times``' units (same order) carry a logging step's host work (``logging_units``); None
+        where ``steps_per_log`` is unknown."""
+        if self.steps_per_log is None:
+            return None
+        return logging_units([record.unit_id for records in self.ranks for record in records], self.steps_per_log)
+
+    @property
     def overhead_s(self) -> float | None:
         """Host time of a step outside the spans (data, projection for the read scope, logging, Python, launching
         the collectives): the measured step time less ``span_s``; 0 when the step time is the unit logs' own (it
@@ -138,10 +154,15 @@ class MeasuredRun:
 
 
 def load_run(
-    path: Path, views_per_rank: int, step_time: StepTime = "tensorboard", bench: Sequence[BenchRun] = ()
+    path: Path,
+    views_per_rank: int,
+    step_time: StepTime = "tensorboard",
+    bench: Sequence[BenchRun] = (),
+    steps_per_log: int | None = None,
 ) -> MeasuredRun:
     """Read a run directory holding ``odin_units.jsonl`` (and ``odin_units_rank{r}.jsonl`` per further rank), with
-    its step time from ``step_time`` (``bench``: the runs of bench results.json files, ``load_bench``)."""
+    its step time from ``step_time`` (``bench``: the runs of bench results.json files, ``load_bench``) and its
+    logging cadence from ``steps_per_log`` where given, else its ``config.yml``, else (``bench``) the bench's."""
     run_dir = path.parent if path.is_file() else path
     logs = []
     while unit_log(run_dir, len(logs)).is_file():
@@ -154,11 +175,15 @@ def load_run(
             raise ScalingInputError(f"{log} holds too few unit records (the first half of a run is warm-up)")
     scalars = tensorboard_scalars(run_dir)
     counts = steady(scalars.get(GAUSSIAN_COUNT_TAG, []))
+    cadence = (steps_per_log, "given") if steps_per_log is not None else (read_steps_per_log(run_dir), "config.yml")
     if step_time == "tensorboard":
         step_times = steady(scalars.get(STEP_TIME_TAG, []))
         step_s = statistics.fmean(step_times) if step_times else None
     elif step_time == "bench":
-        step_s = bench_run_of(run_dir, bench, len(ranks), views_per_rank).step_s
+        matched = bench_run_of(run_dir, bench, len(ranks), views_per_rank)
+        step_s = matched.step_s
+        if cadence[0] is None and matched.steps_per_log is not None:
+            cadence = (matched.steps_per_log, "bench results.json")
     elif step_time == "units":
         step_s = slowest_span_s(ranks)
     else:
@@ -170,7 +195,40 @@ def load_run(
         step_s=step_s,
         gaussians=round(statistics.median(counts)) if counts else None,
         step_time=step_time,
+        steps_per_log=cadence[0],
+        steps_per_log_source=cadence[1] if cadence[0] is not None else "unknown",
     )
+
+
+def read_steps_per_log(run_dir: Path) -> int | None:
+    """``logging.steps_per_log`` of the nerfstudio ``config.yml`` in ``run_dir`` (None without the file or the
+    key). Its Python tags are read as plain mappings, lists and strings: nothing is imported or built."""
+    path = run_dir / "config.yml"
+    if not path.is_file():
+        return None
+    import yaml
+
+    class Plain(yaml.SafeLoader):
+        pass
+
+    def untagged(loader: Plain, suffix: str, node: yaml.Node):
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(node)
+
+    Plain.add_multi_constructor("tag:yaml.org,2002:python/", untagged)
+    try:
+        config = yaml.load(path.read_text(), Loader=Plain)
+        every = config.get("logging", {}).get("steps_per_log") if isinstance(config, dict) else None
+    except (OSError, yaml.YAMLError, AttributeError) as error:
+        raise ScalingInputError(f"cannot read {path}: {str(error).splitlines()[0]}") from None
+    if every is None:
+        return None
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ScalingInputError(f"{path}: logging.steps_per_log is {every!r}, not a step count")
+    return every
 
 
 def slowest_span_s(ranks: Sequence[Sequence[UnitRecord]]) -> float:
@@ -196,6 +254,8 @@ class BenchRun:
     ranks: int
     views_per_rank: int
     source: Path
+    steps_per_log: int | None = None
+    """The bench's ``--steps-per-log`` (None in results written before it had one)."""
 
 
 def load_bench(paths: Sequence[Path]) -> list[BenchRun]:
@@ -204,8 +264,10 @@ def load_bench(paths: Sequence[Path]) -> list[BenchRun]:
     for path in paths:
         try:
             results = json.loads(Path(path).read_text())
+            every = results.get("steps_per_log")
             runs += [BenchRun(Path(run["run_dir"]), float(run["step_s"]), int(run["ranks"]),
-                              int(run.get("views_per_rank", 1)), Path(path)) for run in results["runs"]]
+                              int(run.get("views_per_rank", 1)), Path(path), None if every is None else int(every))
+                     for run in results["runs"]]
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ScalingInputError(f"cannot read bench results {path}: {error!r}") from None
     return runs
@@ -247,12 +309,13 @@ def _records(log: Path) -> list[UnitRecord]:
         raise ScalingInputError(f"{log} is not a unit log: {str(error).splitlines()[0]}") from None
 
 
-H200_COLLECTIVE_LAUNCH_S = 0.28e-3
+H200_COLLECTIVE_LAUNCH_S = 0.31e-3
 """Host time one collective's launch adds to a unit when nothing else says (``HostBound.fit``): the median over the
 six 2-GPU sync runs of call 2 of the eighth session (2 x H200, cup77, one view per rank; three seeds with 10
-collectives per unit and three with 2) of (host per unit - E[max_2 H] of the same call's three 1-GPU runs) /
-collectives per unit. The runs range from 0.11 to 1.12 ms (docs/scaling.md, "Host-bound steps: what a peer adds"):
-one machine's host and NCCL, not a constant of nature."""
+collectives per unit and three with 2) of (host per unit - E[max_2 H] of the same call's three 1-GPU runs, their
+logging units drawn apart from the rest: 7.86 ms) / collectives per unit. The runs range from 0.12 to 1.20 ms
+(docs/scaling.md, "Host-bound steps: what a peer adds"): one machine's host and NCCL, not a constant of nature.
+(Drawn as one group, E[max_2 H] was 8.02 ms and this median 0.28 ms.)"""
 
 
 def expected_max(samples: np.ndarray, draws: int) -> float:
@@ -262,6 +325,33 @@ def expected_max(samples: np.ndarray, draws: int) -> float:
     ordered = np.sort(np.asarray(samples, dtype=float))
     below = np.arange(len(ordered) + 1) / len(ordered)
     return float(np.dot(ordered, below[1:] ** draws - below[:-1] ** draws))
+
+
+LOGGING_UNIT_AFTER = 1
+"""How many units after a logging step its host work lands. nerfstudio logs at step s once the unit of step s has
+returned (``odin_ns/trainer.py``: the unit records and scalars written, the device read for the finite check, the
+ranks' stop agreement, nerfstudio's own writers), so the work falls in unit s + 1's ``host_between_s``. On the eighth
+session's cup77 runs (steps_per_log 10), units 10k + 1 take 9.7-10.1 ms on average on one GPU and 11.0-16.0 ms on
+the ranks of the no-exchange 2-GPU runs; the units of every other ``id % 10``, 10k included, 5.9-7.5 ms."""
+
+
+def logging_units(unit_ids: Sequence[int] | np.ndarray, steps_per_log: int) -> np.ndarray:
+    """Which of ``unit_ids`` (= training steps) carry a logging step's host work: the unit ``LOGGING_UNIT_AFTER``
+    after each multiple of ``steps_per_log``."""
+    return (np.asarray(unit_ids, dtype=np.int64) - LOGGING_UNIT_AFTER) % steps_per_log == 0
+
+
+def expected_slowest(samples: np.ndarray, draws: int, logging: np.ndarray | None = None) -> float:
+    """E[the slowest of ``draws`` ranks' host time at one unit], exactly, where the units ``logging`` marks come on
+    every rank at once: each group's ``expected_max`` weighted by its share f of the units,
+    f E[max_W H_log] + (1 - f) E[max_W H_rest]. Within a group the ranks draw independently. Without ``logging``, or
+    with one group empty, ``expected_max`` of all the samples."""
+    samples = np.asarray(samples, dtype=float)
+    if logging is None or not 0 < int(np.count_nonzero(logging)) < len(samples):
+        return expected_max(samples, draws)
+    logging = np.asarray(logging, dtype=bool)
+    share = np.count_nonzero(logging) / len(samples)
+    return share * expected_max(samples[logging], draws) + (1 - share) * expected_max(samples[~logging], draws)
 
 
 def slowest_excess(samples: np.ndarray, draws: int) -> float:
@@ -276,9 +366,11 @@ class HostBound:
 
     A rank's host spends H per unit (``MeasuredRun.host_times``). Where the step reads the device on the host after
     the exchange, that read waits until every rank has launched the unit's collectives: the ranks meet once per
-    unit, so a W-rank unit takes the slowest of W hosts, E[max_W H] for H drawn independently from the 1-rank runs,
-    plus the host cost of launching the unit's collectives. The collectives come from the caller (the runtime's
-    plan, ``odin_ns.scaling.replay.Wire.collectives``)."""
+    unit, so a W-rank unit takes the slowest of W hosts, plus the host cost of launching the unit's collectives.
+    Every rank runs nerfstudio's logging work in the same unit (``logging_units``), so the slowest host is drawn per
+    group (``expected_slowest``): at a logging unit the slowest of W of the 1-rank runs' logging units, at any other
+    the slowest of W of the rest. Without the logging cadence, all units are one group (H drawn independently). The
+    collectives come from the caller (the runtime's plan, ``odin_ns.scaling.replay.Wire.collectives``)."""
 
     host: np.ndarray
     """H of every steady unit of the 1-rank runs."""
@@ -288,6 +380,10 @@ class HostBound:
     """Host time one collective's launch adds to a unit."""
     launch_source: str
     """Where ``collective_launch_s`` came from, in words."""
+    logging: np.ndarray | None = None
+    """Which of ``host``'s units carry a logging step's host work; None: one group."""
+    grouping: str = "all units one group"
+    """How ``host``'s units are grouped, in words."""
 
     @classmethod
     def fit(
@@ -306,35 +402,61 @@ class HostBound:
                                     f"host_between_s): {untimed[0] if untimed else 'no 1-rank run'}")
         host = np.concatenate([run.host_times for run in single])
         compute = np.array([record.compute_s for run in single for records in run.ranks for record in records])
+        logging, grouping = _logging_groups(single)
         if launch_s is not None:
             source = "given"
         elif launched:
             launch_s = statistics.median(
-                (float(run.host_times.mean()) - expected_max(host, run.world_size)) / collectives
+                (float(run.host_times.mean()) - expected_slowest(host, run.world_size, logging)) / collectives
                 for run, collectives in launched
             )
             source = f"fitted on {len(launched)} run(s) on 2+ ranks"
         else:
             launch_s, source = H200_COLLECTIVE_LAUNCH_S, "no run on 2+ ranks to fit it on: the H200 default"
-        return cls(host, compute, launch_s, source)
+        return cls(host, compute, launch_s, source, logging, grouping)
+
+    def slowest_s(self, world_size: int) -> float:
+        """E[max_W H]: the slowest of ``world_size`` hosts at a unit, drawn per group (``expected_slowest``)."""
+        return expected_slowest(self.host, world_size, self.logging)
+
+    def spread_s(self, world_size: int) -> float:
+        """E[max_W H] - mean H, 0 on one rank (and never below 0, which only rounding could give)."""
+        return max(self.slowest_s(world_size) - float(np.mean(self.host)), 0.0) if world_size > 1 else 0.0
 
     def host_per_unit_s(self, world_size: int, collectives: float) -> float:
         """Host wall time per unit at ``world_size`` ranks: E[max_W H] + ``collectives`` launches (one rank: mean H)."""
-        return expected_max(self.host, world_size) + self._launches_s(world_size, collectives)
+        return self.slowest_s(world_size) + self._launches_s(world_size, collectives)
 
     def added_s(self, world_size: int, collectives: float) -> float:
         """The host time a rank adds at ``world_size`` ranks: (E[max_W H] - mean H) + ``collectives`` launches; 0 on
         one rank."""
-        return slowest_excess(self.host, world_size) + self._launches_s(world_size, collectives)
+        return self.spread_s(world_size) + self._launches_s(world_size, collectives)
 
     def _launches_s(self, world_size: int, collectives: float) -> float:
         """Host time of launching ``collectives`` (one rank launches none)."""
         return collectives * self.collective_launch_s if world_size > 1 else 0.0
 
     def compute_spread_s(self, world_size: int) -> float:
-        """E[max_W c] - mean c of the same units' compute: the part of ``added_s`` that the replay already charges,
+        """E[max_W c] - mean c of the same units' compute, drawn independently as the replay draws each rank's
+        compute (the logging units' compute is no slower): the part of ``added_s`` that the replay already charges,
         as it waits for the slowest of W ranks' compute."""
         return slowest_excess(self.compute, world_size)
+
+
+def _logging_groups(single: Sequence[MeasuredRun]) -> tuple[np.ndarray | None, str]:
+    """Which of the 1-rank runs' units (``MeasuredRun.host_times``' order) carry logging work, and how they are
+    grouped, in words; one group (None) where a run's logging cadence is unknown."""
+    unknown = [run for run in single if run.steps_per_log is None]
+    if unknown:
+        return None, (f"steps_per_log unknown for {unknown[0].path} (no config.yml logging.steps_per_log, no bench "
+                      "steps_per_log, no --steps-per-log): all units one group, drawn independently")
+    logging = np.concatenate([run.logging_units for run in single])
+    every = ", ".join(str(value) for value in sorted({run.steps_per_log for run in single}))
+    sources = ", ".join(sorted({run.steps_per_log_source for run in single}))
+    what = f"logging units (the unit after each logging step, steps_per_log {every} from {sources})"
+    if not 0 < np.count_nonzero(logging) < len(logging):
+        return None, f"{what} {np.count_nonzero(logging)} of {len(logging)}: all units one group, drawn independently"
+    return logging, f"{what} {np.count_nonzero(logging)} of {len(logging)}, drawn apart from the rest"
 
 
 @dataclass(frozen=True)
