@@ -36,6 +36,8 @@ import torch
 import tyro
 import yaml
 
+from odin_ns.run_config import read_run_config
+
 GAUSSIAN_PARAMS = ("means", "features_dc", "features_rest", "opacities", "scales", "quats")
 """splatfacto's Gaussian parameters, as ``_model.gauss_params.<name>`` in a checkpoint's ``pipeline`` state."""
 SH_C0 = 0.28209479177387814
@@ -53,28 +55,6 @@ class ExportError(ValueError):
     """Bad input to the exporter: the message is the one line the command prints."""
 
 
-class _ConfigLoader(yaml.SafeLoader):
-    """Reads nerfstudio's python-tagged config.yml as plain data: paths become ``Path``, every other object its
-    fields. Unlike nerfstudio's ``yaml.Loader`` it imports and calls nothing, so it neither needs the run's config
-    classes to import cleanly nor runs what a config file names."""
-
-
-def _construct_path(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Path:
-    return Path(*loader.construct_sequence(node))
-
-
-def _construct_plain(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node):
-    if isinstance(node, yaml.MappingNode):
-        return loader.construct_mapping(node, deep=True)
-    if isinstance(node, yaml.SequenceNode):
-        return loader.construct_sequence(node, deep=True)
-    return loader.construct_scalar(node)
-
-
-_ConfigLoader.add_multi_constructor("tag:yaml.org,2002:python/object/apply:pathlib.", _construct_path)
-_ConfigLoader.add_multi_constructor("tag:yaml.org,2002:python/", _construct_plain)
-
-
 def first_line(error: BaseException) -> str:
     """An exception's message cut to its first line (library messages can run to several), for a one-line error."""
     return (str(error).splitlines() or [type(error).__name__])[0]
@@ -87,7 +67,7 @@ def checkpoint_dirs(config_path: Path) -> List[Path]:
     if not config_path.is_file():
         raise ExportError(f"config not found: {config_path}")
     try:
-        config = yaml.load(config_path.read_text(), Loader=_ConfigLoader)
+        config = read_run_config(config_path)
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ExportError(f"{config_path} is not a YAML run config: {first_line(error)}") from None
     fields = ("output_dir", "experiment_name", "method_name", "timestamp", "relative_model_dir")

@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import yaml
 
+from odin_ns.run_config import read_run_config
 from odin_ns.runtime.records import UnitRecord, WindowRecord, read_unit_log, unit_log
 from odin_ns.schedule.plan import SchedulePlan
 
@@ -202,27 +204,14 @@ def load_run(
 
 def read_steps_per_log(run_dir: Path) -> int | None:
     """``logging.steps_per_log`` of the nerfstudio ``config.yml`` in ``run_dir`` (None without the file or the
-    key). Its Python tags are read as plain mappings, lists and strings: nothing is imported or built."""
+    key), read as plain data (``odin_ns.run_config``): nothing it names is imported or built."""
     path = run_dir / "config.yml"
     if not path.is_file():
         return None
-    import yaml
-
-    class Plain(yaml.SafeLoader):
-        pass
-
-    def untagged(loader: Plain, suffix: str, node: yaml.Node):
-        if isinstance(node, yaml.MappingNode):
-            return loader.construct_mapping(node, deep=True)
-        if isinstance(node, yaml.SequenceNode):
-            return loader.construct_sequence(node, deep=True)
-        return loader.construct_scalar(node)
-
-    Plain.add_multi_constructor("tag:yaml.org,2002:python/", untagged)
     try:
-        config = yaml.load(path.read_text(), Loader=Plain)
+        config = read_run_config(path)
         every = config.get("logging", {}).get("steps_per_log") if isinstance(config, dict) else None
-    except (OSError, yaml.YAMLError, AttributeError) as error:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as error:
         raise ScalingInputError(f"cannot read {path}: {str(error).splitlines()[0]}") from None
     if every is None:
         return None
