@@ -57,10 +57,10 @@ class RuntimeConfig:
     buckets, so all reduce in the same order and quality-first equals sync for any world size."""
     min_bucket_mb: float = 4.0
     """Never cut a bucket smaller than this (or than ``bucket_mb``, if smaller) to reach ``min_buckets`` (0:
-    ``min_buckets`` alone decides). Each bucket
-    is one collective, whose launch and latency cost the same whatever its size, while waiting for part of an
-    exchange saves only that part's transfer time: for a few MB over NVLink, microseconds. A step that is bound by
-    its host pays for every launch (docs/results.md, "Fewer collectives per unit")."""
+    ``min_buckets`` alone decides). Each bucket is one collective, whose launch and latency cost the same whatever
+    its size, while waiting for part of an exchange saves only that part's transfer time: for a few MB over NVLink,
+    microseconds. A step that is bound by its host pays for every launch (docs/results.md, "What a peer adds to a
+    host-bound step, and fewer collectives per unit")."""
     adam: AdamRows = "selective"
     """selective: Adam steps only Gaussians some view of the unit saw (what makes update scopes well defined);
     dense: every Gaussian, stock splatfacto's Adam (sync and no-exchange only), for comparison."""

@@ -105,10 +105,7 @@ class GradientExchange:
             self.buckets = RowBuckets.single(num_rows)
         else:
             self.buckets = self.config.buckets_for([table])
-        per_shard = -(-num_rows // (self.context.world_size * BITS_PER_WORD)) * BITS_PER_WORD
-        self.shards = [(min(rank * per_shard, num_rows), min((rank + 1) * per_shard, num_rows))
-                       for rank in range(self.context.world_size)]
-        """Rank r's rows [lo, hi) under a sharded optimizer: whole bitmap words, the last shards possibly empty."""
+        self.shards = shard_ranges(num_rows, self.context.world_size)
 
     def launch_sharded(self, staged: StagedUnit) -> InFlightExchange:
         """Gather the scopes of ``staged`` and reduce each shard's gradient rows to its owner (``arrive`` with this
@@ -258,6 +255,12 @@ class GradientExchange:
             )
             staged.trace.record.bytes_exchanged += collective.payload_bytes
             in_flight.buckets[bucket] = collective
+
+
+def shard_ranges(num_rows: int, world_size: int) -> list[tuple[int, int]]:
+    """Rank r's rows [lo, hi) under a sharded optimizer: whole bitmap words, the last shards possibly empty."""
+    per_shard = -(-num_rows // (world_size * BITS_PER_WORD)) * BITS_PER_WORD
+    return [(min(rank * per_shard, num_rows), min((rank + 1) * per_shard, num_rows)) for rank in range(world_size)]
 
 
 def check_version(staged: StagedUnit, structure_version: int, in_flight: InFlightExchange | None = None) -> None:

@@ -322,8 +322,8 @@ class OdinRuntime:
         self, compute_fn: ComputeFn, trace: UnitTrace, span: str, in_flight_buffers: Iterable[torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, Staging]:
         """Forward and backward on fresh shadow views; returns (loss, visible mask, the unit's private gradient
-        table and its per-name views), its staging checked for WAW/WAR. Gradients start from zero, the dense parameters' too: a re-run
-        replaces the first run's, never adds to them."""
+        table and its per-name views), its staging checked for WAW/WAR. Gradients start from zero, the dense
+        parameters' too: a re-run replaces the first run's, never adds to them."""
         for param in self.dense_params:
             param.grad = None
         gradient_table, gradients = self.packed.gradient_table()

@@ -343,10 +343,12 @@ def expected_slowest(samples: np.ndarray, draws: int, logging: np.ndarray | None
     return share * expected_max(samples[logging], draws) + (1 - share) * expected_max(samples[~logging], draws)
 
 
-def slowest_excess(samples: np.ndarray, draws: int) -> float:
-    """How much the slowest of ``draws`` draws exceeds the mean: E[max_W] - mean, 0 for one draw (and never below
-    0, which only rounding could give)."""
-    return max(expected_max(samples, draws) - float(np.mean(samples)), 0.0) if draws > 1 else 0.0
+def slowest_excess(samples: np.ndarray, draws: int, logging: np.ndarray | None = None) -> float:
+    """How much the slowest of ``draws`` draws exceeds the mean: E[max_W] - mean (``expected_slowest``, the units
+    ``logging`` marks drawn apart), 0 for one draw (and never below 0, which only rounding could give)."""
+    if draws <= 1:
+        return 0.0
+    return max(expected_slowest(samples, draws, logging) - float(np.mean(samples)), 0.0)
 
 
 @dataclass(frozen=True)
@@ -409,8 +411,8 @@ class HostBound:
         return expected_slowest(self.host, world_size, self.logging)
 
     def spread_s(self, world_size: int) -> float:
-        """E[max_W H] - mean H, 0 on one rank (and never below 0, which only rounding could give)."""
-        return max(self.slowest_s(world_size) - float(np.mean(self.host)), 0.0) if world_size > 1 else 0.0
+        """E[max_W H] - mean H (``slowest_excess``), 0 on one rank."""
+        return slowest_excess(self.host, world_size, self.logging)
 
     def host_per_unit_s(self, world_size: int, collectives: float) -> float:
         """Host wall time per unit at ``world_size`` ranks: E[max_W H] + ``collectives`` launches (one rank: mean H)."""

@@ -35,18 +35,16 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import torch
 
 from odin_ns.comm.collectives import RowBuckets
-from odin_ns.comm.context import DistContext
 from odin_ns.kernels import BITS_PER_WORD
 from odin_ns.runtime.config import RuntimeConfig
-from odin_ns.runtime.exchange import GradientExchange
-from odin_ns.runtime.records import Clock
+from odin_ns.runtime.exchange import shard_ranges
 from odin_ns.runtime.window import SyncPathStretches, WindowDecision
 from odin_ns.scaling.links import Link, all_gather, all_reduce, all_to_all
 from odin_ns.scaling.measured import Calibration, MeasuredRun, ScalingInputError
@@ -89,11 +87,7 @@ class Wire:
     @property
     def buckets(self) -> RowBuckets:
         """The runtime's bucket plan for these rows."""
-        return self.runtime.buckets_for([self._table()])
-
-    def _table(self) -> torch.Tensor:
-        """The packed gradient table's shape, without its memory."""
-        return torch.empty((self.gaussians, self.gradient_row_bytes // 4), device="meta")
+        return self.runtime.buckets_for([torch.empty((self.gaussians, self.gradient_row_bytes // 4), device="meta")])
 
     def bucket_bytes(self) -> list[int]:
         return [(hi - lo) * self.gradient_row_bytes for lo, hi in self.buckets.ranges]
@@ -111,10 +105,7 @@ class Wire:
         if exchange == "dense":
             return 1 + len(self.buckets.ranges)
         if exchange == "sharded":
-            ranks = replace(DistContext.single("cpu"), world_size=world_size)  # the plan reads the world size only
-            planned = GradientExchange(self.runtime, ranks, Clock(torch.device("cpu")))
-            planned.plan(self._table())
-            return 1 + 2 * sum(hi > lo for lo, hi in planned.shards)
+            return 1 + 2 * sum(hi > lo for lo, hi in shard_ranges(self.gaussians, world_size))
         raise ScalingInputError(f"the collectives of a {exchange!r} exchange are not modelled (dense or sharded)")
 
     def scope_piece(self, mode: str) -> int:
@@ -143,12 +134,6 @@ class Wire:
         if sends == "visible":
             collectives.append(all_to_all(link, 4 * world_size, world_size))  # the pair counts, before the pairs
         return collectives
-
-    def sharded_exchange(
-        self, link: Link, world_size: int, views_per_rank: int, visible_share: float, sends: ShardedSends
-    ) -> float:
-        """Seconds of the sharded peer's collectives in a step (``sharded_collectives``)."""
-        return sum(self.sharded_collectives(link, world_size, views_per_rank, visible_share, sends))
 
 
 def run_collectives(run: MeasuredRun, wire: Wire) -> float:
