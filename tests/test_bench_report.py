@@ -4,6 +4,7 @@ bench-report merges separate invocations."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,15 @@ def test_views_per_rank_interleave_in_each_round_and_compare_with_one_view():
     assert four["ratio_to_one_view"] == pytest.approx(315 / 105) and four["ratio_to_sync"] == 1.0
     assert four["quality_reference"] == "sync, 2 rank(s), 1 view(s) per rank"
     assert four["psnr_delta_mean"] == pytest.approx((-0.1 + 0.05) / 2) and four["psnr_delta_worst"] == pytest.approx(-0.1)
+
+
+def test_a_run_folder_left_by_an_interrupted_bench_is_replaced_not_read(tmp_path: Path):
+    run_root = tmp_path / "runs" / "sync-w1-b1-s0"
+    stale = run_root / "scene" / "odin-splatfacto" / "old"
+    stale.mkdir(parents=True)
+    (stale / "config.yml").write_text("stale")
+    fresh = run_root / "scene" / "odin-splatfacto" / "new"
+    command = [sys.executable, "-c", f"import pathlib; p = pathlib.Path({str(fresh)!r}); p.mkdir(parents=True); "
+               "(p / 'config.yml').write_text('fresh')"]
+    assert bench.run_training(command, run_root, "sync-w1-b1-s0") == fresh
+    assert not stale.exists()

@@ -202,7 +202,10 @@ def report(results: Dict, out: Path) -> None:
 
 
 def run_training(command: List[str], run_root: Path, label: str) -> Path:
-    """Run one training command with its output in ``<run_root>.log``; returns the run directory (with config.yml)."""
+    """Run one training command with its output in ``<run_root>.log``; returns the run directory (with config.yml).
+    A folder left at ``run_root`` by an earlier, interrupted bench of the same configuration and seed is removed
+    first: its run would otherwise stand beside this one's."""
+    shutil.rmtree(run_root, ignore_errors=True)
     log = run_root.parent / f"{run_root.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as handle:
