@@ -36,6 +36,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.batch import scale_for_batch
 from odin_ns.comm.context import DistContext
+from odin_ns.data.dataparser import DatasetError
 from odin_ns.pipeline import OdinPipelineConfig
 from odin_ns.runtime.records import unit_log, write_unit_log
 
@@ -73,6 +74,22 @@ def state_digest_path(run_dir: Path, rank: int) -> Path:
     return Path(run_dir) / f"state_digest_rank{rank}.json"
 
 
+def remove_untrained_run_directory(run_dir: Path, output_dir: Path) -> None:
+    """Remove a run directory that holds no checkpoint (what a run that stopped before training wrote there: its
+    config.yml, writer files), then the folders above it up to ``output_dir`` that are left empty."""
+    if not run_dir.is_dir() or (run_dir / "nerfstudio_models").exists():
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    output_dir = output_dir.resolve()
+    for parent in run_dir.resolve().parents:
+        if parent == output_dir or output_dir not in parent.parents:
+            break
+        try:
+            parent.rmdir()
+        except OSError:  # not empty: other runs live there
+            break
+
+
 @dataclass
 class OdinTrainerConfig(TrainerConfig):
     """Trainer configuration of odin-splatfacto."""
@@ -83,6 +100,15 @@ class OdinTrainerConfig(TrainerConfig):
     in the run directory, one file per rank, for ``odin-ns timeline``; 0: off (no profiler at all)."""
     profile_start: int = 200
     """First profiled step. Pick steps clear of evaluation and logging steps (their waits are not training)."""
+
+    def save_config(self) -> None:
+        """nerfstudio's, with an output directory that cannot be written reported in one line, before anything else
+        is written or loaded."""
+        try:
+            super().save_config()
+        except OSError as error:
+            raise SystemExit(f"error: cannot write the run directory {self.get_base_dir()}: "
+                             f"{error.strerror or error}") from None
 
 
 class OdinTrainer(Trainer):
@@ -168,12 +194,18 @@ class OdinTrainer(Trainer):
             pass
 
     def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
-        """nerfstudio's setup, with the distributed context handed to the pipeline it builds."""
+        """nerfstudio's setup, with the distributed context handed to the pipeline it builds. Input that cannot be
+        trained on (``DatasetError``: a broken capture, a plan of another capture, more ranks than views) ends the
+        run with one line naming the file and the problem, and leaves no run directory behind."""
         pipeline_config = self.config.pipeline
         build_pipeline = pipeline_config.setup
         pipeline_config.setup = lambda **kwargs: build_pipeline(**kwargs, dist_context=self.context)
         try:
             super().setup(test_mode)
+        except DatasetError as error:
+            if self.context.is_main:
+                remove_untrained_run_directory(self.base_dir, self.config.output_dir)
+            raise SystemExit(f"error: {error}") from None
         finally:
             del pipeline_config.setup  # back to the class's method: the config stays plain data
         self._bind_optimizers_to_model_tensors()
@@ -235,7 +267,7 @@ class OdinTrainer(Trainer):
         if self._stop_signal:
             name = signal.Signals(self._stop_signal).name
             CONSOLE.print(f"rank {self.context.rank}: training stopped by {name} after step {self._completed_step}; "
-                          f"checkpoint: {self.checkpoint_dir / checkpoint_name(self._completed_step)}")
+                          f"checkpoint: {self.checkpoint_dir / checkpoint_name(self._completed_step)}", soft_wrap=True)
             raise SystemExit(128 + self._stop_signal)
 
     def _request_stop(self, number: int, frame: Any) -> None:

@@ -35,7 +35,10 @@ def rank_processes(launcher: subprocess.Popen) -> dict[int, psutil.Process]:
 
 
 @pytest.mark.slow
-def test_ctrl_c_on_one_rank_drains_saves_and_exits_non_zero(tiny_scene: Path, tmp_path: Path):
+@pytest.mark.parametrize(("stop", "rank"), [(signal.SIGINT, 1), (signal.SIGTERM, 0)], ids=["SIGINT-rank1", "SIGTERM-rank0"])
+def test_a_stop_signal_on_one_rank_drains_saves_and_exits_non_zero(stop: signal.Signals, rank: int, tiny_scene: Path,
+                                                                    tmp_path: Path):
+    """Ctrl-C (SIGINT) or a scheduler's SIGTERM, to a rank that is not the one that saves and to the one that does."""
     command = [*torchrun(2), str(BIN / "ns-train"), "odin-splatfacto", "--data", str(tiny_scene), "--output-dir",
                str(tmp_path), "--max-num-iterations", "100000", *QUIET_TRAINING, "--pipeline.odin.mode", "quality-first"]
     launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -43,13 +46,13 @@ def test_ctrl_c_on_one_rank_drains_saves_and_exits_non_zero(tiny_scene: Path, tm
     while not list(tmp_path.glob("*/odin-splatfacto/*/odin_units_rank1.jsonl")):  # both ranks are training
         assert launcher.poll() is None and time.monotonic() < deadline, "training did not start"
         time.sleep(0.5)
-    rank_processes(launcher)[1].send_signal(signal.SIGINT)
+    rank_processes(launcher)[rank].send_signal(stop)
     output, _ = launcher.communicate(timeout=240)
     assert launcher.returncode != 0, output[-3000:]
-    lines = [line for line in output.splitlines() if "training stopped by SIGINT" in line]
+    lines = [line for line in output.splitlines() if f"training stopped by {stop.name}" in line]
     assert len(lines) == 2, output[-3000:]  # one line per rank
     (checkpoint,) = tmp_path.glob("*/odin-splatfacto/*/nerfstudio_models/*.ckpt")
-    assert str(checkpoint) in "".join(output.split()), "the line says where the checkpoint is"
+    assert all(line.rstrip().endswith(f"checkpoint: {checkpoint}") for line in lines), lines  # where, on that line
     state = torch.load(checkpoint, map_location="cpu")
     assert checkpoint.name == f"step-{state['step']:09d}.ckpt" and state["step"] > 0
     assert not list(checkpoint.parent.glob("*.partial"))

@@ -23,7 +23,7 @@ from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.comm.context import DistContext
-from odin_ns.data.dataparser import OdinDataParserConfig
+from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
 from odin_ns.schedule.figure import draw_plan
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS
 from odin_ns.schedule.plan import Order, SchedulePlan, build_plan
@@ -97,19 +97,38 @@ class OdinDataManager(FullImageDatamanager):
             raise ValueError(f"views_per_rank must be at least 1, got {config.views_per_rank}")
         self.context = dist_context or DistContext.single(device)
         self.rank, self.num_ranks = self.context.rank, self.context.world_size
+        views, per_step = len(self.train_dataset), self.num_ranks * config.views_per_rank
+        if per_step > views:  # checked on every rank: the plan is built on rank 0 alone
+            raise DatasetError(
+                f"{config.dataparser.data} has {views} training views, but {self.num_ranks} ranks x "
+                f"{config.views_per_rank} views per rank need {per_step} distinct views per step (fewer ranks, or "
+                "--pipeline.datamanager.views-per-rank lower)")
         self._cameras_of_units: Dict[Tuple[int, ...], Cameras] = {}
 
     @cached_property
     def plan(self) -> SchedulePlan:
         """The schedule, built (or loaded and checked against the training views) once, by rank 0, on first use, and
         shared with the other ranks (collective): nodes need neither the plan file nor the SfM model to agree."""
-        return self.context.broadcast_object(self._make_plan() if self.context.is_main else None, "the Odin plan")
+        made = None
+        if self.context.is_main:
+            try:
+                made = self._make_plan()
+            except DatasetError as error:  # sent to every rank, so all stop with the same line instead of waiting
+                made = error
+        shared = self.context.broadcast_object(made, "the Odin plan")
+        if isinstance(shared, DatasetError):
+            raise shared
+        return shared
 
     def _make_plan(self) -> SchedulePlan:
         config = self.config
         if config.plan_path is not None:
-            plan = SchedulePlan.load(config.plan_path)
-            plan.check_views(view_names(self.train_dataset.image_filenames))
+            try:
+                plan = SchedulePlan.load(config.plan_path)
+                plan.check_views(view_names(self.train_dataset.image_filenames))
+            except (OSError, ValueError, KeyError) as error:
+                raise DatasetError(f"plan file {config.plan_path} cannot drive this capture "
+                                   f"({config.dataparser.data}): {error}") from error
             plan = plan.with_batch(self.num_ranks, views_per_rank=config.views_per_rank, order=config.order)
             CONSOLE.log(f"Odin schedule loaded from {config.plan_path}")
         else:

@@ -1,0 +1,105 @@
+"""Input that cannot be trained on stops ns-train at once: one line naming the file and the problem, a non-zero exit,
+no traceback and no run directory left behind. What each broken file raises is tested where it is read
+(test_dataparser.py, test_colmap_reader.py); here, how a run ends on it, and the checks the datamanager makes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from odin_ns.data.dataparser import DatasetError
+from odin_ns.trainer import remove_untrained_run_directory
+from training import BIN, QUIET_TRAINING
+
+
+def ns_train(scene: Path, output_dir: Path, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "ns-train"), "odin-splatfacto", "--data", str(scene), "--output-dir", str(output_dir),
+         "--max-num-iterations", "5", *QUIET_TRAINING, *options],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def scene_without_its_first_image(tiny_scene: Path, tmp_path: Path) -> tuple[Path, str]:
+    scene = tmp_path / "scene"
+    shutil.copytree(tiny_scene, scene)
+    missing = sorted((scene / "images").iterdir())[0]
+    missing.unlink()
+    return scene, f"image listed in the COLMAP model is missing: {missing}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["missing image", "unwritable output directory", "more views per step than views"])
+def test_bad_input_ends_the_run_in_one_line_and_leaves_no_run_directory(case: str, tiny_scene: Path, tmp_path: Path):
+    output_dir, options = tmp_path / "outputs", ()
+    if case == "missing image":
+        scene, expected = scene_without_its_first_image(tiny_scene, tmp_path)
+    elif case == "unwritable output directory":
+        scene, blocker = tiny_scene, tmp_path / "a_file"
+        blocker.write_text("a file where the output folder should be")
+        output_dir = blocker / "outputs"
+        expected = f"cannot write the run directory {output_dir}"
+    else:
+        scene, options = tiny_scene, ("--pipeline.datamanager.views-per-rank", "1000")
+        expected = "training views, but 1 ranks x 1000 views per rank need 1000 distinct views per step"
+    result = ns_train(scene, output_dir, *options)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and expected in errors[0], output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert not list(output_dir.rglob("config.yml")) and not list(output_dir.rglob("*")), "nothing half-written"
+
+
+def test_an_untrained_run_directory_goes_with_its_empty_parents_and_a_checkpointed_one_stays(tmp_path: Path):
+    outputs = tmp_path / "outputs"
+    untrained = outputs / "scene" / "odin-splatfacto" / "2026-12-01_000000"
+    untrained.mkdir(parents=True)
+    (untrained / "config.yml").write_text("config")
+    trained = outputs / "other" / "odin-splatfacto" / "2026-11-30_000000"
+    (trained / "nerfstudio_models").mkdir(parents=True)
+    remove_untrained_run_directory(untrained, outputs)
+    remove_untrained_run_directory(trained, outputs)
+    assert not (outputs / "scene").exists() and outputs.is_dir()
+    assert (trained / "nerfstudio_models").is_dir()
+
+
+def tiny_datamanager(scene: Path, context, **options):
+    from odin_ns.data.dataparser import OdinDataParserConfig
+    from odin_ns.data.datamanager import OdinDataManagerConfig
+
+    config = OdinDataManagerConfig(dataparser=OdinDataParserConfig(data=scene), cache_images="cpu", **options)
+    return config.setup(device="cpu", dist_context=context)
+
+
+def single_rank() -> SimpleNamespace:
+    return SimpleNamespace(rank=0, world_size=1, is_main=True, broadcast_object=lambda value, what: value)
+
+
+def test_more_ranks_than_training_views_is_refused_on_every_rank(tiny_scene: Path):
+    """Checked where every rank builds its datamanager, not only where rank 0 builds the plan (the others would wait
+    for a broadcast that never comes)."""
+    late_rank = SimpleNamespace(rank=29, world_size=30, is_main=False, broadcast_object=lambda value, what: value)
+    with pytest.raises(DatasetError, match=f"{tiny_scene} has 21 training views, but 30 ranks x 1 views per rank"):
+        tiny_datamanager(tiny_scene, late_rank)
+
+
+def test_a_plan_file_of_another_capture_is_named_and_stops_every_rank(tiny_scene: Path, tmp_path: Path):
+    from odin_ns.data.datamanager import PlanCommand
+    from odin_ns.data.demo_scene import generate_demo_scene
+
+    other = generate_demo_scene(tmp_path / "other", num_views=16, width=64, height=48, gaussians_per_region=50, seed=1)
+    PlanCommand(data=other, out=tmp_path / "plan").main()
+    plan_file = tmp_path / "plan" / "plan.npz"
+    with pytest.raises(DatasetError) as refused:
+        tiny_datamanager(tiny_scene, single_rank(), plan_path=plan_file).plan
+    message = str(refused.value)
+    assert f"plan file {plan_file} cannot drive this capture ({tiny_scene})" in message and "\n" not in message
+    # the other ranks receive rank 0's error in place of the plan and raise it too
+    other_rank = SimpleNamespace(rank=1, world_size=2, is_main=False, broadcast_object=lambda value, what: refused.value)
+    with pytest.raises(DatasetError, match="cannot drive this capture"):
+        tiny_datamanager(tiny_scene, other_rank, plan_path=plan_file).plan
