@@ -5,10 +5,22 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import re
+
 import numpy as np
 import pytest
 
-from odin_ns.colmap.reader import has_tracks, read_images_binary_headers, read_tracks
+from odin_ns.colmap.reader import (
+    IMAGE_HEADER_BYTES,
+    POINT2D_BYTES,
+    POINT_HEADER_BYTES,
+    TRACK_ELEMENT_BYTES,
+    ColmapFileError,
+    has_tracks,
+    read_images_binary_headers,
+    read_points3d_binary,
+    read_tracks,
+)
 
 
 @pytest.fixture(params=["tiny", "cup77"])
@@ -67,3 +79,63 @@ def test_a_folder_without_a_model_has_no_tracks(tmp_path: Path):
     assert not has_tracks(tmp_path)
     with pytest.raises(FileNotFoundError, match="no COLMAP model"):
         read_tracks(tmp_path)
+
+
+BINARY_READERS = pytest.mark.parametrize(
+    "file, read, record",
+    [("images.bin", read_images_binary_headers, "image"), ("points3D.bin", read_points3d_binary, "point")],
+)
+
+
+@BINARY_READERS
+@pytest.mark.parametrize(
+    "corrupt, problem",
+    [
+        (lambda raw: raw[:5], "5 bytes, shorter than the 8-byte {record} count"),
+        (lambda raw: np.uint64(10**9).tobytes() + raw[8:], "it announces 1000000000 {record}s"),
+        (lambda raw: raw[:-3], "the file ends inside {record} {count} of {count}"),
+        (lambda raw: raw + bytes(3), "3 bytes after the last of its {count} {record}s"),
+    ],
+    ids=["no-count", "count-too-large", "last-record-cut", "trailing-bytes"],
+)
+def test_corrupt_binary_is_named(tiny_scene: Path, tmp_path: Path, file: str, read, record: str, corrupt, problem):
+    """A file whose bytes do not hold the records it announces fails with one line naming the file and the problem."""
+    raw = (tiny_scene / "sparse" / "0" / file).read_bytes()
+    count = int.from_bytes(raw[:8], "little")
+    path = tmp_path / file
+    path.write_bytes(corrupt(raw))
+    with pytest.raises(ColmapFileError) as raised:
+        read(path)
+    message = str(raised.value)
+    assert message.startswith(f"truncated or corrupt COLMAP {file} ({problem.format(record=record, count=count)}")
+    assert message.endswith(f"): {path}") and "\n" not in message
+
+
+
+def first_record_bytes(model_dir: Path, file: str) -> int:
+    """Size of the first record of images.bin or points3D.bin, from nerfstudio's readers (dicts in file order)."""
+    from nerfstudio.data.utils import colmap_parsing_utils
+
+    if file == "images.bin":
+        image = next(iter(colmap_parsing_utils.read_images_binary(model_dir / file).values()))
+        return IMAGE_HEADER_BYTES + len(image.name.encode()) + 1 + 8 + POINT2D_BYTES * len(image.xys)
+    point = next(iter(colmap_parsing_utils.read_points3D_binary(model_dir / file).values()))
+    return POINT_HEADER_BYTES + TRACK_ELEMENT_BYTES * len(point.image_ids)
+
+
+@BINARY_READERS
+@pytest.mark.parametrize(
+    "announced, cut_after_first_record, ends_inside",
+    [(1, -5, 1), (2, 45, 2)],
+    ids=["inside-first-track", "inside-second-header"],
+)
+def test_cut_binary_names_the_record_it_ends_in(
+    tiny_scene: Path, tmp_path: Path, file: str, read, record: str, announced, cut_after_first_record, ends_inside
+):
+    model_dir = tiny_scene / "sparse" / "0"
+    end = 8 + first_record_bytes(model_dir, file) + cut_after_first_record
+    path = tmp_path / file
+    path.write_bytes(np.uint64(announced).tobytes() + (model_dir / file).read_bytes()[8:end])
+    expected = f"(the file ends inside {record} {ends_inside} of {announced}): {path}"
+    with pytest.raises(ColmapFileError, match=re.escape(expected)):
+        read(path)

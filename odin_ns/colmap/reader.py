@@ -15,6 +15,8 @@ POINT_HEADER_BYTES = 8 + 3 * 8 + 3 + 8 + 8
 """point3D_id (uint64), xyz (3 float64), rgb (3 uint8), error (float64), track length (uint64)."""
 TRACK_ELEMENT_BYTES = 8
 """image_id (int32), point2D_idx (int32)."""
+TRACK_LENGTH_AT = POINT_HEADER_BYTES - 8
+"""Offset of the track length in a point record."""
 
 
 @dataclass
@@ -35,23 +37,46 @@ def _field(data: np.ndarray, offsets: np.ndarray, start: int, size: int, dtype: 
     return np.ascontiguousarray(rows).view(dtype)
 
 
-def read_points3d_binary(path: Path) -> ColmapPoints:
-    """Read points3D.bin; raises ValueError when the file ends inside a record."""
-    data = np.fromfile(path, dtype=np.uint8)
-    if len(data) < 8:
-        raise ValueError(f"truncated COLMAP points file: {path}")
-    count = int(data[:8].view("<u8")[0])
+class ColmapFileError(ValueError):
+    """A COLMAP binary whose bytes do not hold the records it announces; the message names the problem and the file."""
+
+
+def _corrupt(path: Path, detail: str) -> ColmapFileError:
+    return ColmapFileError(f"truncated or corrupt COLMAP {Path(path).name} ({detail}): {path}")
+
+
+def _check_nothing_after_records(path: Path, record: str, count: int, end: int, size: int) -> None:
+    """Raise when bytes follow the ``count`` records that end at byte ``end`` (a count too small, or garbage)."""
+    if end < size:
+        raise _corrupt(path, f"{size - end} bytes after the last of its {count} {record}s")
+
+
+def _point_record_offsets(raw: bytes, path: Path) -> np.ndarray:
+    """Where each record of points3D.bin starts, every record checked to lie inside the file; records have variable
+    length (a track follows each header), so this is the one sequential pass of reading the file."""
+    if len(raw) < 8:
+        raise _corrupt(path, f"{len(raw)} bytes, shorter than the 8-byte point count")
+    count = int.from_bytes(raw[:8], "little")
+    if count > (len(raw) - 8) // POINT_HEADER_BYTES:
+        raise _corrupt(path, f"it announces {count} points, its {len(raw)} bytes hold at most "
+                             f"{(len(raw) - 8) // POINT_HEADER_BYTES}")
     offsets = np.empty(count, dtype=np.int64)
-    raw = data.tobytes()
     offset = 8
-    length_at = POINT_HEADER_BYTES - 8
-    for index in range(count):  # records have variable length: only the offsets need a sequential pass
+    for index in range(count):
         offsets[index] = offset
-        track_length = int.from_bytes(raw[offset + length_at : offset + POINT_HEADER_BYTES], "little")
+        track_length = int.from_bytes(raw[offset + TRACK_LENGTH_AT : offset + POINT_HEADER_BYTES], "little")
         offset += POINT_HEADER_BYTES + TRACK_ELEMENT_BYTES * track_length
-    if offset != len(data):
-        raise ValueError(f"COLMAP points file {path} has {len(data)} bytes, its records need {offset}")
-    track_lengths = _field(data, offsets, length_at, 8, "<u8")[:, 0].astype(np.int64)
+        if offset > len(raw):
+            raise _corrupt(path, f"the file ends inside point {index + 1} of {count}")
+    _check_nothing_after_records(path, "point", count, offset, len(raw))
+    return offsets
+
+
+def read_points3d_binary(path: Path) -> ColmapPoints:
+    """Read points3D.bin; raises ColmapFileError when its bytes do not hold the points it announces."""
+    data = np.fromfile(path, dtype=np.uint8)
+    offsets = _point_record_offsets(data.tobytes(), path)
+    track_lengths = _field(data, offsets, TRACK_LENGTH_AT, 8, "<u8")[:, 0].astype(np.int64)
     track_starts = np.repeat(offsets + POINT_HEADER_BYTES, track_lengths)
     element = np.arange(int(track_lengths.sum())) - np.repeat(np.cumsum(track_lengths) - track_lengths, track_lengths)
     image_id_offsets = track_starts + TRACK_ELEMENT_BYTES * element
@@ -83,21 +108,34 @@ class ColmapImage:
 
 
 def read_images_binary_headers(path: Path) -> dict[int, ColmapImage]:
-    """Every image of images.bin by id: pose, camera and name; its 2D points are skipped."""
+    """Every image of images.bin by id: pose, camera and name; its 2D points are skipped, their extent checked.
+    Raises ColmapFileError when the bytes do not hold the images the file announces."""
     raw = Path(path).read_bytes()
+    if len(raw) < 8:
+        raise _corrupt(path, f"{len(raw)} bytes, shorter than the 8-byte image count")
     count = int.from_bytes(raw[:8], "little")
+    smallest_record = IMAGE_HEADER_BYTES + 1 + 8  # an empty name and no 2D points
+    if count > (len(raw) - 8) // smallest_record:
+        raise _corrupt(path, f"it announces {count} images, its {len(raw)} bytes hold at most "
+                             f"{(len(raw) - 8) // smallest_record}")
     images, offset = {}, 8
-    for _ in range(count):
+    for index in range(count):
+        name_end = raw.find(b"\x00", offset + IMAGE_HEADER_BYTES)
+        if name_end < 0 or name_end + 9 > len(raw):
+            raise _corrupt(path, f"the file ends inside image {index + 1} of {count}")
+        try:
+            name = raw[offset + IMAGE_HEADER_BYTES : name_end].decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _corrupt(path, f"the name of image {index + 1} of {count} is not UTF-8") from error
         header = np.frombuffer(raw, dtype="<f8", count=7, offset=offset + 4)
         image_id = int.from_bytes(raw[offset : offset + 4], "little", signed=True)
         camera_id = int.from_bytes(raw[offset + 60 : offset + 64], "little", signed=True)
-        name_end = raw.index(b"\x00", offset + IMAGE_HEADER_BYTES)
-        name = raw[offset + IMAGE_HEADER_BYTES : name_end].decode("utf-8")
         num_points2d = int.from_bytes(raw[name_end + 1 : name_end + 9], "little")
         offset = name_end + 9 + POINT2D_BYTES * num_points2d
+        if offset > len(raw):
+            raise _corrupt(path, f"the file ends inside image {index + 1} of {count}")
         images[image_id] = ColmapImage(image_id, header[:4].copy(), header[4:].copy(), camera_id, name)
-    if offset != len(raw):
-        raise ValueError(f"COLMAP images file {path} has {len(raw)} bytes, its records need {offset}")
+    _check_nothing_after_records(path, "image", count, offset, len(raw))
     return images
 
 

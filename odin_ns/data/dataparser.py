@@ -2,7 +2,8 @@
 
 Stock splatfacto reads ``transforms.json`` only, needs an extra ``colmap`` subcommand and flags for COLMAP captures, and
 asks an interactive question when images are over 1600 px (a headless or multi-rank run hangs on it). This parser
-detects the layout, validates a COLMAP capture up front with one-line errors, never prompts, and seeds the Gaussians
+detects the layout, validates the capture (COLMAP model or transforms.json, and the images they name) before anything
+is written or loaded, with one-line errors that name the file and the problem, never prompts, and seeds the Gaussians
 from the SfM points.
 """
 
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Literal, Optional, Type
+from typing import Callable, Dict, Literal, Optional, Tuple, Type, TypeVar
 
 import numpy as np
 import torch
@@ -21,13 +23,16 @@ from nerfstudio.data.dataparsers.base_dataparser import DataparserOutputs
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParser, ColmapDataParserConfig
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.data.utils import colmap_parsing_utils as colmap_io
+from nerfstudio.process_data.colmap_utils import parse_colmap_camera_params
 from nerfstudio.utils.rich_utils import CONSOLE
 from PIL import Image, UnidentifiedImageError
 from tqdm import tqdm
 
-from odin_ns.colmap.reader import read_images_binary_headers, read_points3d_binary
+from odin_ns.colmap.reader import ColmapFileError, ColmapPoints, read_images_binary_headers, read_points3d_binary
 
 COLMAP_MODEL_DIRS = (Path("sparse/0"), Path("colmap/sparse/0"), Path("sparse"))
+CAMERA_RECORD_HEADER_BYTES = 4 + 4 + 8 + 8
+"""cameras.bin record before its parameters: camera_id (int32), model_id (int32), width, height (uint64)."""
 
 
 class DatasetError(ValueError):
@@ -43,33 +48,152 @@ def find_colmap_model(data: Path) -> Optional[Path]:
     return None
 
 
-def read_colmap_cameras_and_images(model_dir: Path):
-    """COLMAP cameras and images (poses, cameras, names; 2D points only from text models) of a model folder."""
-    if (model_dir / "cameras.bin").exists():
-        return colmap_io.read_cameras_binary(model_dir / "cameras.bin"), read_images_binary_headers(model_dir / "images.bin")
-    return colmap_io.read_cameras_text(model_dir / "cameras.txt"), colmap_io.read_images_text(model_dir / "images.txt")
+def _camera_models_nerfstudio_loads() -> Tuple[str, ...]:
+    """The COLMAP camera models that nerfstudio's COLMAP dataparser converts, found by asking its converter, so the
+    list follows the installed nerfstudio (1.1.5 refuses FULL_OPENCV, FOV and THIN_PRISM_FISHEYE)."""
+    supported = []
+    for model in sorted(colmap_io.CAMERA_MODELS, key=lambda model: model.model_id):
+        probe = colmap_io.Camera(id=0, model=model.model_name, width=1, height=1, params=np.zeros(model.num_params))
+        try:
+            parse_colmap_camera_params(probe)
+        except NotImplementedError:
+            continue
+        supported.append(model.model_name)
+    return tuple(supported)
 
 
-def count_colmap_points(model_dir: Path) -> int:
-    """Number of 3D points in a COLMAP model without parsing them all (the binary header holds the count)."""
+CAMERA_MODELS_NERFSTUDIO_LOADS = _camera_models_nerfstudio_loads()
+
+Parsed = TypeVar("Parsed")
+
+
+def _one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
+def _read_colmap_text(read: Callable[[Path], Parsed], path: Path) -> Parsed:
+    """nerfstudio's text readers fail on a malformed line with a bare ValueError or IndexError that names no file."""
+    try:
+        return read(path)
+    except (ValueError, IndexError) as error:
+        raise DatasetError(f"malformed line in COLMAP {path.name} ({_one_line(error)}): {path}") from error
+
+
+def _read_colmap_binary(read: Callable[[Path], Parsed], path: Path) -> Parsed:
+    """The numpy readers' ColmapFileError names the file and the problem already; as a DatasetError it is reported as
+    a bad dataset."""
+    try:
+        return read(path)
+    except ColmapFileError as error:
+        raise DatasetError(str(error)) from error
+
+
+def read_colmap_cameras(path: Path) -> dict:
+    """COLMAP cameras by id from cameras.txt or cameras.bin, read by nerfstudio's readers, whose errors on a bad file
+    (struct.error, KeyError) name neither the file nor the problem. The binary is checked to its last byte: nerfstudio
+    stops after the announced count, so a count too small would drop cameras without a word."""
+    if path.suffix == ".txt":
+        return _read_colmap_text(colmap_io.read_cameras_text, path)
+    try:
+        cameras = colmap_io.read_cameras_binary(path)
+    except struct.error as error:
+        raise DatasetError(
+            f"truncated or corrupt COLMAP {path.name} (the file ends inside a camera): {path}"
+        ) from error
+    except KeyError as error:
+        raise DatasetError(
+            f"truncated or corrupt COLMAP {path.name} (unknown camera model id {error.args[0]}): {path}"
+        ) from error
+    except AssertionError as error:
+        raise DatasetError(f"truncated or corrupt COLMAP {path.name} (a camera id appears twice): {path}") from error
+    needed = 8 + sum(CAMERA_RECORD_HEADER_BYTES + 8 * len(camera.params) for camera in cameras.values())
+    size = path.stat().st_size
+    if size != needed:
+        raise DatasetError(
+            f"truncated or corrupt COLMAP {path.name} ({size - needed} bytes after the last of its "
+            f"{len(cameras)} cameras): {path}"
+        )
+    return cameras
+
+
+def read_colmap_images(path: Path) -> dict:
+    """COLMAP images by id (pose, camera, name; 2D points only from a text model) from images.txt or images.bin."""
+    if path.suffix == ".txt":
+        return _read_colmap_text(colmap_io.read_images_text, path)
+    return _read_colmap_binary(read_images_binary_headers, path)
+
+
+def colmap_model_files(model_dir: Path) -> Tuple[Path, Path]:
+    """The cameras and images files that nerfstudio's COLMAP dataparser reads: the text pair when cameras.txt exists,
+    else the binary pair; each must exist."""
+    extension = ".txt" if (model_dir / "cameras.txt").exists() else ".bin"
+    files = model_dir / f"cameras{extension}", model_dir / f"images{extension}"
+    for path in files:
+        if not path.exists():
+            raise DatasetError(f"COLMAP model has no {path.name}: {model_dir}")
+    return files
+
+
+def check_camera_models(cameras: dict, path: Path) -> Dict[int, str]:
+    """Each camera's nerfstudio camera model, by camera id; DatasetError for a COLMAP model that nerfstudio cannot
+    convert or a parameter count that does not fit the model (nerfstudio would fail on it without naming the file)."""
+    nerfstudio_models = {}
+    for camera in sorted(cameras.values(), key=lambda camera: camera.id):
+        if camera.model not in CAMERA_MODELS_NERFSTUDIO_LOADS:
+            raise DatasetError(
+                f"COLMAP camera {camera.id} uses model {camera.model}, which nerfstudio cannot load "
+                f"(supported: {', '.join(CAMERA_MODELS_NERFSTUDIO_LOADS)}): {path}"
+            )
+        expected = colmap_io.CAMERA_MODEL_NAMES[camera.model].num_params
+        if len(camera.params) != expected:
+            raise DatasetError(
+                f"COLMAP camera {camera.id} has {len(camera.params)} parameters, model {camera.model} has "
+                f"{expected}: {path}"
+            )
+        nerfstudio_models[camera.id] = parse_colmap_camera_params(camera)["camera_model"]
+    return nerfstudio_models
+
+
+def read_colmap_points(model_dir: Path) -> Tuple[int, Optional[ColmapPoints]]:
+    """Number of 3D points in a COLMAP model, the whole file read so that a bad one fails here, and the points when
+    read from points3D.bin (kept for the seed points: the file is read once)."""
     binary = model_dir / "points3D.bin"
     if binary.exists():
-        with open(binary, "rb") as handle:
-            return int.from_bytes(handle.read(8), "little")
+        points = _read_colmap_binary(read_points3d_binary, binary)
+        return len(points.ids), points
     text = model_dir / "points3D.txt"
     if not text.exists():
         raise DatasetError(f"COLMAP model has no points3D.bin or points3D.txt: {model_dir}")
-    with open(text) as handle:
-        return sum(1 for line in handle if line.strip() and not line.startswith("#"))
+    return len(_read_colmap_text(colmap_io.read_points3D_text, text)), None
 
 
-def validate_colmap_capture(data: Path, model_relative: Path, images_relative: Path, need_points: bool) -> None:
-    """Check a COLMAP capture before anything is written or loaded; raise DatasetError on the first problem."""
+@dataclass
+class ColmapModel:
+    """What later steps need of a validated COLMAP model, so that they do not read it again."""
+
+    images: dict
+    """COLMAP images by id."""
+    points: Optional[ColmapPoints]
+    """points3D.bin's points; None for a text model or when no seed points are loaded."""
+
+
+def validate_colmap_capture(data: Path, model_relative: Path, images_relative: Path, need_points: bool) -> ColmapModel:
+    """Check a COLMAP capture before anything is written or loaded, so that a bad one fails at once with one line
+    naming the file and the problem, and leaves no images_<d>/ behind; raise DatasetError on the first problem."""
     model_dir = data / model_relative
-    cameras, images = read_colmap_cameras_and_images(model_dir)
+    cameras_file, images_file = colmap_model_files(model_dir)
+    cameras = read_colmap_cameras(cameras_file)
+    nerfstudio_models = check_camera_models(cameras, cameras_file)
+    images = read_colmap_images(images_file)
     if not images:
-        raise DatasetError(f"COLMAP model lists no images: {model_dir}")
+        raise DatasetError(f"COLMAP model lists no images: {images_file}")
     for image in sorted(images.values(), key=lambda im: im.id):
+        camera = cameras.get(image.camera_id)
+        if camera is None:
+            raise DatasetError(
+                f"COLMAP image {image.id} ({image.name}) uses camera {image.camera_id}, which {cameras_file.name} "
+                f"does not define: {images_file}"
+            )
         path = data / images_relative / image.name
         if not path.exists():
             raise DatasetError(f"image listed in the COLMAP model is missing: {path}")
@@ -78,14 +202,60 @@ def validate_colmap_capture(data: Path, model_relative: Path, images_relative: P
                 size = handle.size
         except (OSError, UnidentifiedImageError) as error:
             raise DatasetError(f"unreadable image: {path} ({error})") from error
-        camera = cameras[image.camera_id]
         if size != (camera.width, camera.height):
             raise DatasetError(
                 f"image size {size[0]}x{size[1]} does not match its COLMAP camera {camera.id} "
                 f"({camera.width}x{camera.height}): {path}"
             )
-    if need_points and count_colmap_points(model_dir) == 0:
+    models_in_use = sorted({nerfstudio_models[image.camera_id] for image in images.values()})
+    if len(models_in_use) > 1:
+        raise DatasetError(
+            f"COLMAP cameras of the images convert to {len(models_in_use)} nerfstudio camera models "
+            f"({', '.join(models_in_use)}), nerfstudio loads one per dataset: {cameras_file}"
+        )
+    if not need_points:
+        return ColmapModel(images, None)
+    count, points = read_colmap_points(model_dir)
+    if count == 0:
         raise DatasetError(f"COLMAP model has zero 3D points (nothing to seed the Gaussians from): {model_dir}")
+    return ColmapModel(images, points)
+
+
+def nerfstudio_image_path(data: Path, file_path: str, downscale_factor: Optional[int]) -> Path:
+    """The image file that nerfstudio's transforms.json parser loads for a frame: the frame's file_path under the
+    data, or its name under images_<d>/ when downscaled."""
+    if downscale_factor is not None and downscale_factor > 1:
+        return data / f"images_{downscale_factor}" / Path(file_path).name
+    return data / file_path
+
+
+def validate_transforms_json(data: Path, downscale_factor: Optional[int], need_points: bool) -> dict:
+    """Check a nerfstudio-layout scene before nerfstudio's parser reads it (it fails on a bad transforms.json with a
+    bare JSONDecodeError or KeyError, and on a missing image only when training loads it); return transforms.json."""
+    path = data / "transforms.json"
+    try:
+        transforms = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DatasetError(
+            f"invalid JSON in transforms.json at line {error.lineno}, column {error.colno} ({error.msg}): {path}"
+        ) from error
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"transforms.json is not UTF-8 text: {path}") from error
+    frames = transforms.get("frames") if isinstance(transforms, dict) else None
+    if not isinstance(frames, list) or not frames:
+        raise DatasetError(f"transforms.json has no list of frames: {path}")
+    for index, frame in enumerate(frames):
+        if not isinstance(frame, dict):
+            raise DatasetError(f"frames[{index}] of transforms.json is not an object: {path}")
+        for key in ("file_path", "transform_matrix"):
+            if key not in frame:
+                raise DatasetError(f"frames[{index}] of transforms.json has no {key}: {path}")
+        image = nerfstudio_image_path(data, frame["file_path"], downscale_factor)
+        if not image.exists():
+            raise DatasetError(f"frames[{index}] of {path} names a missing image: {image}")
+    if need_points and "ply_file_path" in transforms and not (data / transforms["ply_file_path"]).exists():
+        raise DatasetError(f"point cloud named by transforms.json is missing: {data / transforms['ply_file_path']}")
+    return transforms
 
 
 @dataclass
@@ -105,6 +275,10 @@ class OdinDataParser(ColmapDataParser):
     """Detects the dataset layout and delegates to nerfstudio's COLMAP or nerfstudio parser, without prompts."""
 
     config: OdinDataParserConfig
+
+    def __init__(self, config: OdinDataParserConfig):
+        super().__init__(config)
+        self._points_read_in_validation: Dict[Path, ColmapPoints] = {}
 
     def detect_layout(self) -> Literal["colmap", "nerfstudio"]:
         data = self.config.data
@@ -127,17 +301,24 @@ class OdinDataParser(ColmapDataParser):
         model_relative = self.config.colmap_path or find_colmap_model(self.config.data)
         if model_relative is None:
             raise DatasetError(f"no COLMAP model under {self.config.data} (looked for {COLMAP_MODEL_DIRS[0]})")
-        validate_colmap_capture(self.config.data, model_relative, self.config.images_path, self.config.load_3D_points)
+        model = validate_colmap_capture(
+            self.config.data, model_relative, self.config.images_path, self.config.load_3D_points
+        )
         self.config.colmap_path = model_relative
-        self._write_missing_downscaled_images(model_relative)
+        if model.points is not None:
+            self._points_read_in_validation[self.config.data / model_relative] = model.points
+        self._write_missing_downscaled_images(model.images)
         CONSOLE.log(f"COLMAP capture: {self.config.data / model_relative}")
         return super()._generate_dataparser_outputs(split, **kwargs)
 
     def _load_3D_points(self, colmap_path: Path, transform_matrix: torch.Tensor, scale_factor: float):
-        """nerfstudio's seed points, read vectorised from points3D.bin (seconds saved per million points)."""
+        """nerfstudio's seed points, read vectorised from points3D.bin (seconds saved per million points), or taken
+        from the validation, which read the whole file already."""
+        points = self._points_read_in_validation.pop(colmap_path, None)
         if self.config.max_2D_matches_per_3D_point != 0 or not (colmap_path / "points3D.bin").exists():
             return super()._load_3D_points(colmap_path, transform_matrix, scale_factor)
-        points = read_points3d_binary(colmap_path / "points3D.bin")
+        if points is None:
+            points = read_points3d_binary(colmap_path / "points3D.bin")
         xyz = torch.from_numpy(points.xyz.astype(np.float32))
         xyz = torch.cat((xyz, torch.ones_like(xyz[..., :1])), -1) @ transform_matrix.T
         return {
@@ -147,16 +328,16 @@ class OdinDataParser(ColmapDataParser):
             "points3D_num_points2D": torch.from_numpy(points.track_lengths),
         }
 
-    def _write_missing_downscaled_images(self, model_relative: Path) -> None:
-        """Write images_<d>/ when a downscale factor asks for it, instead of nerfstudio's interactive question
-        (which also needs ffmpeg); written to a temporary folder and renamed, so a failure leaves nothing behind."""
+    def _write_missing_downscaled_images(self, images: dict) -> None:
+        """Write images_<d>/ of the model's ``images`` when a downscale factor asks for it, instead of nerfstudio's
+        interactive question (which also needs ffmpeg); written to a temporary folder and renamed, so a failure leaves
+        nothing behind."""
         factor = self.config.downscale_factor or 1
         self._downscale_factor = factor
         source = self.config.data / self.config.images_path
         target = source.parent / f"{source.name}_{factor}"
         if factor == 1 or target.exists():
             return
-        _, images = read_colmap_cameras_and_images(self.config.data / model_relative)
         partial = target.parent / f".{target.name}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         for image in tqdm(list(images.values()), desc=f"writing {target.name}", unit="image"):
@@ -169,7 +350,9 @@ class OdinDataParser(ColmapDataParser):
 
     def _nerfstudio_outputs(self, split: str) -> DataparserOutputs:
         """nerfstudio layout; loads seed points only when transforms.json names its point cloud (else it would ask)."""
-        transforms = json.loads((self.config.data / "transforms.json").read_text())
+        transforms = validate_transforms_json(
+            self.config.data, self.config.downscale_factor, self.config.load_3D_points
+        )
         config = NerfstudioDataParserConfig(
             data=self.config.data,
             scale_factor=self.config.scale_factor,
