@@ -88,3 +88,30 @@ def test_resume_equals_uninterrupted_across_a_refine(tiny_scene: Path, tmp_path:
     assert min(unit.unit_id for unit in unit_records(resumed)) == MID_RUN_CHECKPOINT + 1
     assert_bitwise_equal_runs(whole, resumed, ranks=2)
     assert checkpoint_tensors(whole)["pipeline._model.gauss_params.means"].shape[0] > 1856, "the runs must have refined"
+
+
+@pytest.mark.slow
+def test_a_nan_gradient_stops_training_at_the_next_checkpoint_and_leaves_the_last_one_intact(tiny_scene: Path,
+                                                                                           tmp_path: Path):
+    """The trainer's own path, in one process: a NaN loss at step 4 poisons every gradient; the steps after it make no
+    host read (nothing raised yet), and the checkpoint due next stops the run, naming the step, before it is written."""
+    from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
+    from odin_ns.runtime.finite import NonFiniteGradientError
+
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", warmup_length=10_000)
+    for step in range(4):
+        run_step(trainer, step)
+    trainer.save_checkpoint(3)
+    (checkpoint,) = trainer.checkpoint_dir.glob("*.ckpt")
+    saved = checkpoint.read_bytes()
+    model = trainer.pipeline.model
+    clean_loss = model.get_loss_dict
+    model.get_loss_dict = lambda *args: {name: loss * float("nan") for name, loss in clean_loss(*args).items()}
+    run_step(trainer, 4)
+    model.get_loss_dict = clean_loss
+    run_step(trainer, 5)
+    with pytest.raises(NonFiniteGradientError, match="on rank 0 at step 4") as stopped:
+        trainer.save_checkpoint(5)
+    assert all(f"'{group}'" in str(stopped.value) for group in ("means", "opacities", "features_dc"))
+    assert sorted(path.name for path in trainer.checkpoint_dir.iterdir()) == [checkpoint.name]
+    assert checkpoint.read_bytes() == saved
