@@ -35,7 +35,8 @@ def rank_processes(launcher: subprocess.Popen) -> dict[int, psutil.Process]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("stop", "rank"), [(signal.SIGINT, 1), (signal.SIGTERM, 0)], ids=["SIGINT-rank1", "SIGTERM-rank0"])
+@pytest.mark.parametrize(("stop", "rank"), [(signal.SIGINT, 1), (signal.SIGTERM, 0)],
+                         ids=["SIGINT-rank1", "SIGTERM-rank0"])
 def test_a_stop_signal_on_one_rank_drains_saves_and_exits_non_zero(stop: signal.Signals, rank: int, tiny_scene: Path,
                                                                     tmp_path: Path):
     """Ctrl-C (SIGINT) or a scheduler's SIGTERM, to a rank that is not the one that saves and to the one that does."""

@@ -24,7 +24,6 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.comm.context import DistContext
 from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
-from odin_ns.schedule.figure import draw_plan
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS
 from odin_ns.schedule.plan import Order, SchedulePlan, build_plan
 from odin_ns.schedule.rlg import DEFAULT_MAX_TRACK_LENGTH, DEFAULT_TOP_K
@@ -240,6 +239,8 @@ class PlanCommand:
         )
         out = self.out if self.out is not None else Path("outputs") / self.data.resolve().name / "plan"
         plan.save(out / "plan.npz")
+        from odin_ns.schedule.figure import draw_plan  # matplotlib: for this command, not every training start
+
         draw_plan(plan, out / "plan.png")
         CONSOLE.print(json.dumps(plan.summary(), indent=2))
         CONSOLE.print(f"wrote {out / 'plan.npz'} and {out / 'plan.png'}")
