@@ -146,6 +146,36 @@ def test_export_matches_the_reference_layout_and_renders_the_checkpoint(run_dir:
     assert torch.equal(render(read, camera), expected)
 
 
+def test_plyfile_reads_the_export_as_3dgs_loaders_do(run_dir: Path, tmp_path: Path):
+    """An outside reader: plyfile (what graphdeco-inria's loader and many viewers' converters read 3DGS files with),
+    reading by property name. The rest coefficients are ordered by their number and, being channel-major, reshape to
+    [N, 3, K]; splatfacto keeps them [N, K, 3]."""
+    from plyfile import PlyData
+
+    out = tmp_path / "scene.ply"
+    export(run_dir / "config.yml", out)
+    saved = checkpoint_gaussians(run_dir)
+    (vertices,) = PlyData.read(str(out)).elements
+    assert vertices.name == "vertex" and vertices.count == saved["means"].shape[0]
+
+    def columns(names) -> torch.Tensor:
+        return torch.from_numpy(np.stack([np.asarray(vertices[name]) for name in names], axis=1))
+
+    names = [prop.name for prop in vertices.properties]
+    rest = sorted((name for name in names if name.startswith("f_rest_")), key=lambda name: int(name.split("_")[-1]))
+    coefficients = len(rest) // 3
+    loaded = {
+        "means": columns(["x", "y", "z"]),
+        "features_dc": columns(["f_dc_0", "f_dc_1", "f_dc_2"]),
+        "features_rest": columns(rest).reshape(-1, 3, coefficients).transpose(1, 2),
+        "opacities": columns(["opacity"]),
+        "scales": columns([f"scale_{i}" for i in range(3)]),
+        "quats": columns([f"rot_{i}" for i in range(4)]),
+    }
+    for name in PARAMS:
+        assert torch.equal(loaded[name], saved[name]), name
+
+
 def test_sh_degree_0_exports_the_colour_as_its_dc_coefficient(run_dir: Path, tmp_path: Path):
     """splatfacto's sh_degree 0 keeps colour logits; the file holds the SH DC coefficient of that colour (what
     viewers read), so the read-back Gaussians render the model's image with sh_degree 0, up to float rounding."""
