@@ -3,7 +3,9 @@
 The layout is checked against graphdeco-inria's ``save_ply`` written out here (property names, and the body as its
 ``np.concatenate`` of xyz, normals, f_dc, transposed f_rest, opacity, scale, rotation), independently of the
 module's reader; the reader is checked by the round trip, and the round trip by rendering: the exported Gaussians
-draw the checkpoint's image.
+draw the checkpoint's image. plyfile, an outside reader, reads the file by property name as 3DGS loaders do. The
+layout is checked on Gaussians with view-dependent colour: a short run's rest coefficients are zeros, on which a
+layout that mixed coefficients and channels would pass (a deliberate mix made these tests fail).
 """
 
 from __future__ import annotations
@@ -70,6 +72,19 @@ def derived_run(run: Path, target: Path, edit: Callable[[Dict[str, torch.Tensor]
     return target / "config.yml"
 
 
+def with_view_dependent_colour(gaussians: Dict[str, torch.Tensor]) -> None:
+    """Rest coefficients as training past splatfacto's first SH degree increase leaves them: distinct, non-zero. A
+    STEPS-step run still renders SH degree 0, so its rest coefficients are zeros, which any layout writes alike."""
+    generator = torch.Generator().manual_seed(0)
+    gaussians["features_rest"] = 0.1 * torch.randn(gaussians["features_rest"].shape, generator=generator)
+
+
+@pytest.fixture(scope="module")
+def coloured_run(run_dir: Path, tmp_path_factory) -> Path:
+    """``run_dir`` with view-dependent colour (``with_view_dependent_colour``): the run the layout is checked on."""
+    return derived_run(run_dir, tmp_path_factory.mktemp("coloured"), with_view_dependent_colour).parent
+
+
 def as_sh_degree_0(gaussians: Dict[str, torch.Tensor]) -> None:
     """A splatfacto ``sh_degree 0`` state: no rest coefficients, features_dc colour logits (any reals are)."""
     gaussians["features_rest"] = gaussians["features_rest"][:, :0, :].contiguous()
@@ -118,10 +133,11 @@ def reference_body(gaussians: Dict[str, torch.Tensor], f_dc: torch.Tensor) -> by
     return rows.astype("<f4").tobytes()
 
 
-def test_export_matches_the_reference_layout_and_renders_the_checkpoint(run_dir: Path, tmp_path: Path):
+def test_export_matches_the_reference_layout_and_renders_the_checkpoint(run_dir: Path, coloured_run: Path,
+                                                                        tmp_path: Path):
     out = tmp_path / "scene.ply"
-    summary = export(run_dir / "config.yml", out)
-    saved = checkpoint_gaussians(run_dir)
+    summary = export(coloured_run / "config.yml", out)
+    saved = checkpoint_gaussians(coloured_run)
     count = saved["means"].shape[0]
     assert f"Wrote {count} Gaussians (SH degree 3)" in summary and f"step {STEPS - 1}" in summary
 
@@ -146,15 +162,15 @@ def test_export_matches_the_reference_layout_and_renders_the_checkpoint(run_dir:
     assert torch.equal(render(read, camera), expected)
 
 
-def test_plyfile_reads_the_export_as_3dgs_loaders_do(run_dir: Path, tmp_path: Path):
+def test_plyfile_reads_the_export_as_3dgs_loaders_do(coloured_run: Path, tmp_path: Path):
     """An outside reader: plyfile (what graphdeco-inria's loader and many viewers' converters read 3DGS files with),
     reading by property name. The rest coefficients are ordered by their number and, being channel-major, reshape to
     [N, 3, K]; splatfacto keeps them [N, K, 3]."""
     from plyfile import PlyData
 
     out = tmp_path / "scene.ply"
-    export(run_dir / "config.yml", out)
-    saved = checkpoint_gaussians(run_dir)
+    export(coloured_run / "config.yml", out)
+    saved = checkpoint_gaussians(coloured_run)
     (vertices,) = PlyData.read(str(out)).elements
     assert vertices.name == "vertex" and vertices.count == saved["means"].shape[0]
 
