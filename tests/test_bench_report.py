@@ -78,7 +78,7 @@ def test_bench_run_summarizes_the_steady_half_of_rank_0s_unit_log(tmp_path: Path
                        window=admitted if unit % 2 else waited, host_run_s=0.005 + 0.001 * unit,
                        host_between_s=0.002 * (1 - rank))
             for unit in range(8)])
-    monkeypatch.setattr(bench, "training_command", lambda *arguments: ["ns-train"])
+    monkeypatch.setattr(bench, "training_command", lambda *arguments, **options: ["ns-train"])
     monkeypatch.setattr(bench, "run_training", lambda command, run_root, label: run_dir)
     monkeypatch.setattr(bench, "iteration_times", lambda run_dir: [1.0, 1.0, 0.02, 0.02])
     run = BenchCommand(data=tmp_path, out=tmp_path / "bench", quality=False)._run("quality-first", 2, 0)
@@ -161,3 +161,12 @@ def test_a_run_folder_left_by_an_interrupted_bench_is_replaced_not_read(tmp_path
                "(p / 'config.yml').write_text('fresh')"]
     assert bench.run_training(command, run_root, "sync-w1-b1-s0") == fresh
     assert not stale.exists()
+
+
+def test_an_evaluated_run_scores_the_held_out_views_after_its_last_step_only(tmp_path: Path):
+    def eval_all_every(command: list) -> str:
+        return command[command.index("--steps-per-eval-all-images") + 1]
+
+    arguments = ("sync", 2, tmp_path, tmp_path / "out", 300, 0, ())
+    assert eval_all_every(bench.training_command(*arguments, evaluate=True)) == "299"
+    assert int(eval_all_every(bench.training_command(*arguments))) > 300

@@ -3,8 +3,9 @@
 Each configuration is a real training run (``ns-train odin-splatfacto`` under torchrun, or stock ``splatfacto``);
 runs are interleaved over seeds so machine drift hits all alike. Speed comes from nerfstudio's own per-iteration
 timer in the run's tensorboard log (median over the second half of the steps, i.e. after warm-up), Odin's wait and
-admission figures from rank 0's unit log and the step timeline from every rank's, quality from ``ns-eval``. ``no-exchange`` is measurement only: the
-same training with every rank in its own process group, so nothing crosses ranks (replicas diverge); its time is
+admission figures from rank 0's unit log and the step timeline from every rank's, quality from the held-out views
+scored after the last step (nerfstudio's all-images evaluation, the metrics ns-eval computes). ``no-exchange`` is
+measurement only: the same training with every rank in its own process group, so nothing crosses ranks (replicas diverge); its time is
 the compute-only floor that the exchange modes are compared against.
 """
 
@@ -75,7 +76,7 @@ class BenchCommand:
     out: Path = Path("outputs/bench")
     """Folder for runs, results.json and plots."""
     quality: bool = True
-    """Evaluate held-out PSNR/SSIM (ns-eval) after each run; off: speed only."""
+    """Evaluate held-out PSNR/SSIM (every held-out view, after each run's last step); off: speed only."""
     full_resolution: bool = True
     """Train at full image resolution from the first step (splatfacto otherwise renders at 1/4 then 1/2 resolution
     for its first 3,000 and 6,000 steps, which short benchmark runs would measure instead)."""
@@ -134,8 +135,9 @@ class BenchCommand:
             extra += ("--pipeline.model.num-downscales", "0")
         if name in ODIN_CONFIGURATIONS:
             extra += ("--pipeline.datamanager.views-per-rank", str(views))
-        command = training_command(name, ranks, self.data, run_root, max(1, self.steps // views), seed, extra,
-                                   self.steps_per_log)
+        evaluated = self.quality and name not in (GSPLAT_PEER, "no-exchange")
+        command = training_command(name, ranks, self.data, run_root, max(2, self.steps // views), seed, extra,
+                                   self.steps_per_log, evaluate=evaluated)
         started = time.time()
         run_dir = run_training(command, run_root, label)
         run = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
@@ -157,8 +159,8 @@ class BenchCommand:
             run.update(per_rank_medians(records_by_rank))
         if self.quality and name == GSPLAT_PEER:
             run["quality"] = json.loads((run_dir / "eval.json").read_text())["results"]
-        elif self.quality and name != "no-exchange":
-            run["quality"] = evaluate(run_dir, stock=name == STOCK)
+        elif evaluated:
+            run["quality"] = evaluate(run_dir)
         return run
 
 
@@ -219,9 +221,12 @@ def run_training(command: List[str], run_root: Path, label: str) -> Path:
 
 
 def training_command(
-    name: str, ranks: int, data: Path, out: Path, steps: int, seed: int, extra: Tuple[str, ...], steps_per_log: int = 10
+    name: str, ranks: int, data: Path, out: Path, steps: int, seed: int, extra: Tuple[str, ...], steps_per_log: int = 10,
+    evaluate: bool = False,
 ) -> List[str]:
-    """The ns-train command line of one configuration (gsplat-distributed: its own driver under torchrun)."""
+    """The ns-train command line of one configuration (gsplat-distributed: its own driver under torchrun).
+    ``evaluate``: after the last step the run scores every held-out view (what ``evaluate`` reads back), in the
+    training process: a separate ns-eval would start nerfstudio again and reload the checkpoint."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                 "--master-port", str(29500 + os.getpid() % 1000)]
     if name == GSPLAT_PEER:
@@ -229,7 +234,8 @@ def training_command(
                 str(out), "--steps", str(steps), "--seed", str(42 + seed)]
     common = ["--data", str(data), "--output-dir", str(out), "--max-num-iterations", str(steps),
               "--machine.seed", str(42 + seed), "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
-              "--steps-per-eval-image", "1000000", "--steps-per-eval-all-images", "1000000", "--steps-per-eval-batch", "0",
+              "--steps-per-eval-image", "1000000", "--steps-per-eval-all-images", str(steps - 1 if evaluate else 1000000),
+              "--steps-per-eval-batch", "0",
               "--logging.steps-per-log", str(steps_per_log), "--logging.local-writer.enable", "False", *extra]
     if name == STOCK:
         return [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "splatfacto", *common,
@@ -239,7 +245,7 @@ def training_command(
 
 
 def installed_script(name: str) -> str:
-    """Path of a console script of the environment (nerfstudio's ns-train, ns-eval)."""
+    """Path of a console script of the environment (nerfstudio's ns-train)."""
     beside_python = Path(sys.executable).parent / name  # this environment's, before any other on PATH
     path = str(beside_python) if beside_python.exists() else shutil.which(name)
     if path is None:
@@ -279,17 +285,24 @@ def unit_timeline(records: Sequence[UnitRecord]) -> List[Dict]:
              "comm_s": record.comm_s, "publish_s": record.publish_s} for record in records[-20:]]
 
 
-def evaluate(run_dir: Path, stock: bool) -> Dict[str, float]:
-    """ns-eval of a run: PSNR, SSIM (and LPIPS where its weights are available)."""
-    output = run_dir / "eval.json"
-    ns_eval = [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "eval"] if stock else [
-        installed_script("ns-eval")]
-    done = subprocess.run([*ns_eval, "--load-config", str(run_dir / "config.yml"), "--output-path", str(output)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"status {done.returncode}"}
-    results = json.loads(output.read_text())["results"]
-    return {key: results[key] for key in ("psnr", "ssim", "lpips") if key in results and results[key] == results[key]}
+HELD_OUT_METRICS = "Eval Images Metrics Dict (all images)"
+"""nerfstudio's tensorboard group for the mean metrics over every held-out view (what ns-eval computes, by the same
+pipeline method, from the same final parameters)."""
+
+
+def evaluate(run_dir: Path) -> Dict[str, float]:
+    """PSNR, SSIM (and LPIPS where its weights are available) over the held-out views, as a run trained with
+    ``training_command(..., evaluate=True)`` logged them after its last step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    logged = set(events.Tags()["scalars"])
+    results = {key: events.Scalars(f"{HELD_OUT_METRICS}/{key}")[-1].value for key in ("psnr", "ssim", "lpips")
+               if f"{HELD_OUT_METRICS}/{key}" in logged}
+    if not results:
+        return {"error": f"no held-out evaluation logged in {run_dir}"}
+    return {key: value for key, value in results.items() if value == value}  # NaN: LPIPS without its weights
 
 
 def summarize_configurations(runs: List[Dict]) -> List[Dict]:

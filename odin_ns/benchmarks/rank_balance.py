@@ -49,7 +49,7 @@ class RankBalanceCommand:
     extra: str = ""
     """Extra ns-train arguments for both configurations, one string (e.g. "--pipeline.model.stop-split-at 0")."""
     quality: bool = False
-    """Also evaluate held-out PSNR/SSIM (ns-eval) and report balanced minus cost-blind, paired by seed (mean, worst,
+    """Also evaluate held-out PSNR/SSIM (after each run's last step) and report balanced minus cost-blind, paired by seed (mean, worst,
     in dB/units and %)."""
 
     def main(self) -> None:
@@ -60,7 +60,8 @@ class RankBalanceCommand:
             extra = (*shlex.split(self.extra), "--pipeline.model.num-downscales", "0",
                      "--pipeline.datamanager.balance-ranks", str(balance))
             run_dir = run_training(
-                training_command("sync", self.ranks, self.data, self.out / label, self.steps, seed, extra),
+                training_command("sync", self.ranks, self.data, self.out / label, self.steps, seed, extra,
+                                 evaluate=self.quality),
                 self.out / label, label,
             )
             steady_times = steady_state(iteration_times(run_dir))
@@ -69,7 +70,7 @@ class RankBalanceCommand:
                          "step_s_median": statistics.median(steady_times),
                          "exposed_wait_s": summarize(steady_records).exposed_wait_s, "run_dir": str(run_dir)})
             if self.quality:
-                runs[-1]["quality"] = evaluate(run_dir, stock=False)
+                runs[-1]["quality"] = evaluate(run_dir)
         summary = {}
         for balance in (False, True):
             group = [run for run in runs if run["balanced"] == balance]

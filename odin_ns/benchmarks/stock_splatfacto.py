@@ -1,10 +1,9 @@
-"""Run stock nerfstudio (``ns-train`` or ``ns-eval``) on a machine without torchvision's AlexNet weights.
+"""Run stock nerfstudio ``ns-train`` on a machine without torchvision's AlexNet weights.
 
 Stock splatfacto builds LPIPS while constructing the model, which downloads AlexNet and crashes offline (every machine
-here), and ns-eval cannot load its checkpoints under torch >= 2.6. For benchmarking, LPIPS is replaced by a
-stand-in that reports NaN and numpy scalars are allow-listed for loading; nothing else of stock nerfstudio changes,
+here). For benchmarking, LPIPS is replaced by a stand-in that reports NaN; nothing else of stock nerfstudio changes,
 so its training speed and PSNR/SSIM are the stock ones. Usage: ``python -m odin_ns.benchmarks.stock_splatfacto
-{splatfacto ARGS | eval ARGS}``.
+splatfacto ARGS``.
 """
 
 from __future__ import annotations
@@ -25,20 +24,11 @@ class UnavailableLPIPS(torch.nn.Module):
 
 
 def main() -> None:
-    import numpy as np
     import torchmetrics.image.lpip
+    from nerfstudio.scripts.train import entrypoint
 
     torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity = UnavailableLPIPS
-    # stock checkpoints hold numpy.float64 learning rates, which torch >= 2.6's weights_only loading refuses
-    torch.serialization.add_safe_globals([np.core.multiarray.scalar, np.dtype, type(np.dtype(np.float64))])
-    if sys.argv[1] == "eval":
-        from nerfstudio.scripts.eval import entrypoint
-
-        sys.argv = ["ns-eval", *sys.argv[2:]]
-    else:
-        from nerfstudio.scripts.train import entrypoint
-
-        sys.argv = ["ns-train", *sys.argv[1:]]
+    sys.argv = ["ns-train", *sys.argv[1:]]
     entrypoint()
 
 
