@@ -41,24 +41,25 @@ class ColmapFileError(ValueError):
     """A COLMAP binary whose bytes do not hold the records it announces; the message names the problem and the file."""
 
 
-def _corrupt(path: Path, detail: str) -> ColmapFileError:
+def corrupt_file(path: Path, detail: str) -> ColmapFileError:
+    """The error for a COLMAP binary whose bytes do not hold its records, in the one wording every reader uses."""
     return ColmapFileError(f"truncated or corrupt COLMAP {Path(path).name} ({detail}): {path}")
 
 
-def _check_nothing_after_records(path: Path, record: str, count: int, end: int, size: int) -> None:
+def check_nothing_after_records(path: Path, record: str, count: int, end: int, size: int) -> None:
     """Raise when bytes follow the ``count`` records that end at byte ``end`` (a count too small, or garbage)."""
     if end < size:
-        raise _corrupt(path, f"{size - end} bytes after the last of its {count} {record}s")
+        raise corrupt_file(path, f"{size - end} bytes after the last of its {count} {record}s")
 
 
 def _point_record_offsets(raw: bytes, path: Path) -> np.ndarray:
     """Where each record of points3D.bin starts, every record checked to lie inside the file; records have variable
     length (a track follows each header), so this is the one sequential pass of reading the file."""
     if len(raw) < 8:
-        raise _corrupt(path, f"{len(raw)} bytes, shorter than the 8-byte point count")
+        raise corrupt_file(path, f"{len(raw)} bytes, shorter than the 8-byte point count")
     count = int.from_bytes(raw[:8], "little")
     if count > (len(raw) - 8) // POINT_HEADER_BYTES:
-        raise _corrupt(path, f"it announces {count} points, its {len(raw)} bytes hold at most "
+        raise corrupt_file(path, f"it announces {count} points, its {len(raw)} bytes hold at most "
                              f"{(len(raw) - 8) // POINT_HEADER_BYTES}")
     offsets = np.empty(count, dtype=np.int64)
     offset = 8
@@ -67,8 +68,8 @@ def _point_record_offsets(raw: bytes, path: Path) -> np.ndarray:
         track_length = int.from_bytes(raw[offset + TRACK_LENGTH_AT : offset + POINT_HEADER_BYTES], "little")
         offset += POINT_HEADER_BYTES + TRACK_ELEMENT_BYTES * track_length
         if offset > len(raw):
-            raise _corrupt(path, f"the file ends inside point {index + 1} of {count}")
-    _check_nothing_after_records(path, "point", count, offset, len(raw))
+            raise corrupt_file(path, f"the file ends inside point {index + 1} of {count}")
+    check_nothing_after_records(path, "point", count, offset, len(raw))
     return offsets
 
 
@@ -112,30 +113,30 @@ def read_images_binary_headers(path: Path) -> dict[int, ColmapImage]:
     Raises ColmapFileError when the bytes do not hold the images the file announces."""
     raw = Path(path).read_bytes()
     if len(raw) < 8:
-        raise _corrupt(path, f"{len(raw)} bytes, shorter than the 8-byte image count")
+        raise corrupt_file(path, f"{len(raw)} bytes, shorter than the 8-byte image count")
     count = int.from_bytes(raw[:8], "little")
     smallest_record = IMAGE_HEADER_BYTES + 1 + 8  # an empty name and no 2D points
     if count > (len(raw) - 8) // smallest_record:
-        raise _corrupt(path, f"it announces {count} images, its {len(raw)} bytes hold at most "
+        raise corrupt_file(path, f"it announces {count} images, its {len(raw)} bytes hold at most "
                              f"{(len(raw) - 8) // smallest_record}")
     images, offset = {}, 8
     for index in range(count):
         name_end = raw.find(b"\x00", offset + IMAGE_HEADER_BYTES)
         if name_end < 0 or name_end + 9 > len(raw):
-            raise _corrupt(path, f"the file ends inside image {index + 1} of {count}")
+            raise corrupt_file(path, f"the file ends inside image {index + 1} of {count}")
         try:
             name = raw[offset + IMAGE_HEADER_BYTES : name_end].decode("utf-8")
         except UnicodeDecodeError as error:
-            raise _corrupt(path, f"the name of image {index + 1} of {count} is not UTF-8") from error
+            raise corrupt_file(path, f"the name of image {index + 1} of {count} is not UTF-8") from error
         header = np.frombuffer(raw, dtype="<f8", count=7, offset=offset + 4)
         image_id = int.from_bytes(raw[offset : offset + 4], "little", signed=True)
         camera_id = int.from_bytes(raw[offset + 60 : offset + 64], "little", signed=True)
         num_points2d = int.from_bytes(raw[name_end + 1 : name_end + 9], "little")
         offset = name_end + 9 + POINT2D_BYTES * num_points2d
         if offset > len(raw):
-            raise _corrupt(path, f"the file ends inside image {index + 1} of {count}")
+            raise corrupt_file(path, f"the file ends inside image {index + 1} of {count}")
         images[image_id] = ColmapImage(image_id, header[:4].copy(), header[4:].copy(), camera_id, name)
-    _check_nothing_after_records(path, "image", count, offset, len(raw))
+    check_nothing_after_records(path, "image", count, offset, len(raw))
     return images
 
 

@@ -25,7 +25,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from odin_ns.comm.context import DistContext
 from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS
-from odin_ns.schedule.plan import Order, SchedulePlan, build_plan
+from odin_ns.schedule.plan import Order, SchedulePlan, build_plan, check_views_per_step
 from odin_ns.schedule.rlg import DEFAULT_MAX_TRACK_LENGTH, DEFAULT_TOP_K
 from odin_ns.schedule.tracks import ViewCameras, view_names
 
@@ -96,12 +96,14 @@ class OdinDataManager(FullImageDatamanager):
             raise ValueError(f"views_per_rank must be at least 1, got {config.views_per_rank}")
         self.context = dist_context or DistContext.single(device)
         self.rank, self.num_ranks = self.context.rank, self.context.world_size
-        views, per_step = len(self.train_dataset), self.num_ranks * config.views_per_rank
-        if per_step > views:  # checked on every rank: the plan is built on rank 0 alone
+        views = len(self.train_dataset)
+        try:  # checked on every rank: the plan is built on rank 0 alone
+            check_views_per_step(self.num_ranks, config.views_per_rank, views)
+        except ValueError as error:
             raise DatasetError(
                 f"{config.dataparser.data} has {views} training views, but {self.num_ranks} ranks x "
-                f"{config.views_per_rank} views per rank need {per_step} distinct views per step (fewer ranks, or "
-                "--pipeline.datamanager.views-per-rank lower)")
+                f"{config.views_per_rank} views per rank need {self.num_ranks * config.views_per_rank} distinct "
+                "views per step (fewer ranks, or --pipeline.datamanager.views-per-rank lower)") from error
         self._cameras_of_units: Dict[Tuple[int, ...], Cameras] = {}
 
     @cached_property

@@ -28,7 +28,14 @@ from nerfstudio.utils.rich_utils import CONSOLE
 from PIL import Image, UnidentifiedImageError
 from tqdm import tqdm
 
-from odin_ns.colmap.reader import ColmapFileError, ColmapPoints, read_images_binary_headers, read_points3d_binary
+from odin_ns.colmap.reader import (
+    ColmapFileError,
+    ColmapPoints,
+    check_nothing_after_records,
+    corrupt_file,
+    read_images_binary_headers,
+    read_points3d_binary,
+)
 
 COLMAP_MODEL_DIRS = (Path("sparse/0"), Path("colmap/sparse/0"), Path("sparse"))
 CAMERA_RECORD_HEADER_BYTES = 4 + 4 + 8 + 8
@@ -88,32 +95,28 @@ def _read_colmap_binary(read: Callable[[Path], Parsed], path: Path) -> Parsed:
         raise DatasetError(str(error)) from error
 
 
-def read_colmap_cameras(path: Path) -> dict:
-    """COLMAP cameras by id from cameras.txt or cameras.bin, read by nerfstudio's readers, whose errors on a bad file
-    (struct.error, KeyError) name neither the file nor the problem. The binary is checked to its last byte: nerfstudio
-    stops after the announced count, so a count too small would drop cameras without a word."""
-    if path.suffix == ".txt":
-        return _read_colmap_text(colmap_io.read_cameras_text, path)
+def _read_cameras_binary(path: Path) -> dict:
+    """nerfstudio's cameras.bin reader, whose errors on a bad file (struct.error, KeyError) name neither the file nor
+    the problem, checked to the file's last byte: it stops after the announced count, so a count too small would drop
+    cameras without a word."""
     try:
         cameras = colmap_io.read_cameras_binary(path)
     except struct.error as error:
-        raise DatasetError(
-            f"truncated or corrupt COLMAP {path.name} (the file ends inside a camera): {path}"
-        ) from error
+        raise corrupt_file(path, "the file ends inside a camera") from error
     except KeyError as error:
-        raise DatasetError(
-            f"truncated or corrupt COLMAP {path.name} (unknown camera model id {error.args[0]}): {path}"
-        ) from error
+        raise corrupt_file(path, f"unknown camera model id {error.args[0]}") from error
     except AssertionError as error:
-        raise DatasetError(f"truncated or corrupt COLMAP {path.name} (a camera id appears twice): {path}") from error
-    needed = 8 + sum(CAMERA_RECORD_HEADER_BYTES + 8 * len(camera.params) for camera in cameras.values())
-    size = path.stat().st_size
-    if size != needed:
-        raise DatasetError(
-            f"truncated or corrupt COLMAP {path.name} ({size - needed} bytes after the last of its "
-            f"{len(cameras)} cameras): {path}"
-        )
+        raise corrupt_file(path, "a camera id appears twice") from error
+    end = 8 + sum(CAMERA_RECORD_HEADER_BYTES + 8 * len(camera.params) for camera in cameras.values())
+    check_nothing_after_records(path, "camera", len(cameras), end, path.stat().st_size)
     return cameras
+
+
+def read_colmap_cameras(path: Path) -> dict:
+    """COLMAP cameras by id from cameras.txt or cameras.bin."""
+    if path.suffix == ".txt":
+        return _read_colmap_text(colmap_io.read_cameras_text, path)
+    return _read_colmap_binary(_read_cameras_binary, path)
 
 
 def read_colmap_images(path: Path) -> dict:
