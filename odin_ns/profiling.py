@@ -5,6 +5,10 @@ kernel timeline shows. The trainer builds a :class:`ProfileWindow` only when pro
 without it never imports the profiler nor pays for it. Inside the window each step runs under
 ``record_function("odin_unit_{step}")`` (the step boundaries :mod:`odin_ns.benchmarks.timeline` reads); at its end
 the trace goes to ``profile_rank{r}.json.gz`` in the run directory. No stacks, shapes or memory: the file stays small.
+
+Recording host operations costs the host a few microseconds per torch operation, which slows a host-bound step and
+so lowers the GPU-busy fraction the trace shows. Without them (``host_ops=False``) only the GPU's kernels are
+recorded: the host runs at its training pace, and the window's GPU-busy fraction is the one training has.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ def trace_path(directory: Path, rank: int) -> Path:
 class ProfileWindow:
     """Profiles steps ``start`` .. ``start + steps - 1`` (the first of them seen, when resuming mid-window)."""
 
-    def __init__(self, start: int, steps: int, directory: Path, rank: int) -> None:
+    def __init__(self, start: int, steps: int, directory: Path, rank: int, host_ops: bool = True) -> None:
         if steps <= 0:
             raise ValueError(f"a profile window needs at least one step, got {steps}")
+        if not host_ops and not torch.cuda.is_available():
+            raise ValueError("a profile without host operations records GPU kernels only, and there is no GPU")
         self.start, self.stop, self.directory, self.rank = start, start + steps, Path(directory), rank
+        self.host_ops = host_ops
         self._profiler: Optional[torch.profiler.profile] = None
         self.written: Optional[Path] = None
 
@@ -48,7 +55,7 @@ class ProfileWindow:
         return result
 
     def _begin(self) -> None:
-        activities = [torch.profiler.ProfilerActivity.CPU]
+        activities = [torch.profiler.ProfilerActivity.CPU] if self.host_ops else []
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self._profiler = torch.profiler.profile(

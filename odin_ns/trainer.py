@@ -100,10 +100,17 @@ class OdinTrainerConfig(TrainerConfig):
     in the run directory, one file per rank, for ``odin-ns timeline``; 0: off (no profiler at all)."""
     profile_start: int = 200
     """First profiled step. Pick steps clear of evaluation and logging steps (their waits are not training)."""
+    profile_host_ops: bool = True
+    """Record the host's torch operations too (step marks, host time per step, host waits). False: GPU kernels
+    only, so the profiler does not slow the host and the GPU-busy fraction over the window is training's (GPU
+    runs only)."""
 
     def save_config(self) -> None:
-        """nerfstudio's, with an output directory that cannot be written reported in one line, before anything else
-        is written or loaded."""
+        """nerfstudio's, with an output directory that cannot be written, or a profile that could record nothing,
+        reported in one line before anything else is written or loaded."""
+        if self.profile_steps > 0 and not self.profile_host_ops and not torch.cuda.is_available():
+            raise SystemExit("error: --profile-host-ops False records GPU kernels only, and this machine has no GPU: "
+                             "the profile would be empty")
         try:
             super().save_config()
         except OSError as error:
@@ -141,9 +148,8 @@ class OdinTrainer(Trainer):
         if config.profile_steps > 0:
             from odin_ns.profiling import ProfileWindow
 
-            self._profile_window = ProfileWindow(
-                config.profile_start, config.profile_steps, self.base_dir, self.context.rank
-            )
+            self._profile_window = ProfileWindow(config.profile_start, config.profile_steps, self.base_dir,
+                                                 self.context.rank, host_ops=config.profile_host_ops)
 
     @staticmethod
     def _distributed_context(config: OdinTrainerConfig, local_rank: int, world_size: int) -> DistContext:

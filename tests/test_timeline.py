@@ -82,6 +82,7 @@ def test_synthetic_trace_exact_overlap(synthetic_traces: list):
     assert rank0["exposed_comm_ms"] == pytest.approx(0.15)
     assert rank0["overlapped_fraction"] == pytest.approx(0.4)
     assert rank0["compute_ms"] == pytest.approx(0.25) and rank0["window_ms"] == pytest.approx(0.5)
+    assert rank0["gpu_busy_fraction"] == pytest.approx(0.5)  # compute kernels cover 250 of the 500 us window
     assert rank0["steps"] == [
         {"step": 10, "duration_ms": pytest.approx(0.35), "gpu_busy_fraction": pytest.approx(250 / 350),
          "host_waits": 2, "comm_ms": pytest.approx(0.15), "overlapped_comm_ms": pytest.approx(0.1),
@@ -101,6 +102,30 @@ def test_timeline_command_prints_json_and_plots(synthetic_traces: list, tmp_path
     figures, _ = json.JSONDecoder().raw_decode(printed)
     assert figures["total"]["overlapped_fraction"] == pytest.approx(4 / 7)
     assert out.stat().st_size > 1000
+
+
+def test_a_kernel_only_trace_gives_the_windows_gpu_busy_fraction(tmp_path: Path, capsys):
+    """A trace recorded without host operations: no step marks, no host table; compute kernels at [100,300] and
+    [250,400] on two streams and an NCCL kernel at [450,500] make 300 us of compute in a 400 us window."""
+    path = write_trace(tmp_path / "profile_rank0.json.gz", [
+        kernel("rasterize_fwd", 7, 100, 300), kernel("adam", 9, 250, 400),
+        kernel("ncclDevKernel_AllReduce", 20, 450, 500),
+    ])
+    summary = overlap_summary([read_rank_trace(path)])["ranks"]["0"]
+    assert summary["steps"] == [] and summary["window_ms"] == pytest.approx(0.4)
+    assert summary["gpu_busy_fraction"] == pytest.approx(0.75)
+    TimelineCommand(traces=(path,), out=tmp_path / "t.png").main()
+    figures, _ = json.JSONDecoder().raw_decode(capsys.readouterr().out)
+    assert figures["ranks"]["0"]["gpu_busy_fraction"] == pytest.approx(0.75) and (tmp_path / "t.png").exists()
+
+
+def test_a_profile_without_host_operations_needs_a_gpu(tmp_path: Path, monkeypatch):
+    from odin_ns.profiling import ProfileWindow
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(ValueError, match="GPU kernels only"):
+        ProfileWindow(1, 2, tmp_path, 0, host_ops=False)
+    assert ProfileWindow(1, 2, tmp_path, 0).host_ops
 
 
 def cpu_op(name: str, start: float, end: float, tid: int = 1) -> dict:

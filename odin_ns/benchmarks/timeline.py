@@ -13,7 +13,9 @@ Why these figures: quality-first's claim is that unit t's exchange runs while un
 communication time is the union of NCCL kernel intervals; the overlapped part is the portion of it during which a
 compute kernel ran on another stream (a stream runs its kernels one at a time, so only other streams can overlap).
 Step spans come from the ``odin_unit_{step}`` ranges the trainer records (their GPU projection where the trace has
-one, else the CPU range): each step is charged with what lies between its start and the next step's start.
+one, else the CPU range): each step is charged with what lies between its start and the next step's start. A trace
+of GPU kernels only (``--profile-host-ops False``: the host untouched by the profiler) has no step marks; its
+figures, the GPU-busy fraction among them, cover the window from its first kernel to its last.
 """
 
 from __future__ import annotations
@@ -236,14 +238,16 @@ def rank_summary(rank_trace: RankTrace) -> dict:
     """Overlap figures of one rank over the profiled window, and per step where the trace marks steps."""
     kernels = rank_trace.kernels
     comm, overlapped, compute = comm_and_overlap(kernels)
+    window = max(k.end for k in kernels) - min(k.start for k in kernels) if kernels else 0.0
     summary = {
         "trace": str(rank_trace.path),
         "comm_kernels": sum(kernel.comm for kernel in kernels),
         "compute_kernels": sum(not kernel.comm for kernel in kernels),
         "comm_streams": sorted({kernel.stream for kernel in kernels if kernel.comm}),
         "compute_streams": sorted({kernel.stream for kernel in kernels if not kernel.comm}),
-        "window_ms": _ms(max(k.end for k in kernels) - min(k.start for k in kernels)) if kernels else 0.0,
+        "window_ms": _ms(window),
         "compute_ms": _ms(measure(compute)),
+        "gpu_busy_fraction": _fraction(measure(compute), window),
         "comm_ms": _ms(measure(comm)),
         "overlapped_comm_ms": _ms(measure(overlapped)),
         "exposed_comm_ms": _ms(measure(comm) - measure(overlapped)),
