@@ -343,9 +343,15 @@ class OdinSplatfactoModel(SplatfactoModel):
         return {"rgb": rgb.squeeze(0), "depth": depth, "accumulation": alpha.squeeze(0),
                 "background": background.expand(height, width, 3)}
 
-    def _training_targets(self, batch: Dict[str, torch.Tensor], backgrounds: torch.Tensor) -> torch.Tensor:
+    def _training_targets(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]) -> torch.Tensor:
         """[C, H, W, 3] ground truth of the training views at the rendered resolution, composited over each view's
-        background where the images have alpha."""
+        background where the images have alpha; kept in ``outputs`` (``target``), so the loss and the metrics of a
+        logging step build it once."""
+        if "target" not in outputs:
+            outputs["target"] = self._composited_targets(batch, outputs["background"])
+        return outputs["target"]
+
+    def _composited_targets(self, batch: Dict[str, torch.Tensor], backgrounds: torch.Tensor) -> torch.Tensor:
         images = batch["image"]
         images = images.float() / 255.0 if images.dtype == torch.uint8 else images
         images = torch.stack([self._downscale_if_required(image) for image in images]).to(self.device)
@@ -359,7 +365,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         computed here rather than by torchmetrics, whose update copies a count to the device every call."""
         if not self.training:
             return super().get_metrics_dict(outputs, batch)
-        error = (outputs["rgb"] - self._training_targets(batch, outputs["background"])).square().mean()
+        error = (outputs["rgb"] - self._training_targets(outputs, batch)).square().mean()
         metrics = {"psnr": -10.0 * torch.log10(error), "gaussian_count": self.num_points}
         self.camera_optimizer.get_metrics_dict(metrics)
         return metrics
@@ -368,7 +374,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         """Splatfacto's loss, the mean over the step's views (L1 and SSIM over the batch of images)."""
         if not self.training:
             return super().get_loss_dict(outputs, batch, metrics_dict)
-        target = self._training_targets(batch, outputs["background"])
+        target = self._training_targets(outputs, batch)
         predicted = outputs["rgb"]
         if "mask" in batch:
             mask = torch.stack([self._downscale_if_required(mask) for mask in batch["mask"]]).to(self.device)

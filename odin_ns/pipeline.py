@@ -90,9 +90,14 @@ class OdinPipeline(VanillaPipeline):
 
     # ------------------------------------------------------------------------------------------------- training
 
-    def train_unit(self, step: int, optimizers: Optimizers) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
+    def train_unit(
+        self, step: int, optimizers: Optimizers, with_metrics: bool = True
+    ) -> Tuple[torch.Tensor, Dict[str, Any], Dict[str, Any]]:
         """Render, backpropagate and hand this rank's unit to the runtime, then step the dense groups (camera
-        optimizer, bilateral grid) with their gradients averaged over ranks; returns (loss, loss dict, metrics)."""
+        optimizer, bilateral grid) with their gradients averaged over ranks; returns (loss, loss dict, metrics).
+
+        ``with_metrics`` False leaves the training metrics out (an empty dict): nerfstudio writes them at logging
+        steps only, and on a host-bound step every operation they launch is host time."""
         runtime = self._runtime(optimizers)
         camera, batch = self.datamanager.next_train(step)
         results: Dict[str, Dict[str, Any]] = {}
@@ -100,7 +105,7 @@ class OdinPipeline(VanillaPipeline):
         def compute(views: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
             with self.model.rendering_from(views):
                 outputs = self.model(camera)
-                metrics = self.model.get_metrics_dict(outputs, batch)
+                metrics = self.model.get_metrics_dict(outputs, batch) if with_metrics else {}
                 losses = self.model.get_loss_dict(outputs, batch, metrics)
             loss = torch.stack(list(losses.values())).sum()
             loss.backward()

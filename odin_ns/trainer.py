@@ -245,11 +245,12 @@ class OdinTrainer(Trainer):
         self.context.at_step(step)  # a peer failure names the step
         # no zero_grad_all: the Gaussians' gradients go to each unit's own table, and the runtime clears the dense
         # parameters' before every compute (their optimizers step after the unit), so it would only cost host time
-        loss, loss_dict, metrics_dict = self.pipeline.train_unit(step, self.optimizers)
+        logs = step % self.config.logging.steps_per_log == 0  # nerfstudio writes the metrics at these steps only
+        loss, loss_dict, metrics_dict = self.pipeline.train_unit(step, self.optimizers, with_metrics=logs)
         self.optimizers.scheduler_step_all(step)
         self._completed_step = step
         self._log_units(step)
-        if step % self.config.logging.steps_per_log == 0:  # steps every rank shares: collectives may run here
+        if logs:  # steps every rank shares: collectives may run here
             self.pipeline.check_finite()
             self._agree_to_stop()
         elif self.context.world_size == 1:

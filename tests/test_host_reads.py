@@ -99,3 +99,36 @@ def test_intrinsics_built_on_the_device_equal_nerfstudios(scale: float):
     rescaled = cameras()
     rescaled.rescale_output_resolution(scale)
     assert torch.equal(scaled_intrinsics(cameras(), scale), rescaled.get_intrinsics_matrices())
+
+
+class _OpCount(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.slow
+def test_training_metrics_are_computed_at_logging_steps_only(tiny_scene: Path, tmp_path: Path):
+    """nerfstudio writes the training metrics at logging steps only, so the other steps do not compute them: they
+    return no metrics and dispatch fewer operations than a logging step of the same Gaussians, which returns
+    splatfacto's PSNR over the step's views and the Gaussian count."""
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", warmup_length=10_000)  # no refine in these steps
+    trainer.config.logging.steps_per_log = 4
+    for step in range(1, 4):
+        run_step(trainer, step)
+    counts = {}
+    for step in (4, 5):
+        counter = _OpCount()
+        with counter:
+            _, _, metrics = trainer.train_iteration(step)
+        counts[step] = counter.ops
+        if step == 4:
+            assert set(metrics) >= {"psnr", "gaussian_count"} and torch.isfinite(metrics["psnr"])
+            assert metrics["gaussian_count"] == trainer.pipeline.model.num_points
+        else:
+            assert metrics == {}
+    assert counts[5] < counts[4], counts
