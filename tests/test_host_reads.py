@@ -21,6 +21,7 @@ import torch
 
 import odin_ns.model
 from host_read_counter import HostReadCounter
+from odin_ns.benchmarks.host_ops import OpCounter
 from odin_ns.benchmarks.host_waits import count_host_syncs, in_process_trainer, run_step
 
 @contextmanager
@@ -101,16 +102,6 @@ def test_intrinsics_built_on_the_device_equal_nerfstudios(scale: float):
     assert torch.equal(scaled_intrinsics(cameras(), scale), rescaled.get_intrinsics_matrices())
 
 
-class _OpCount(torch.utils._python_dispatch.TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops += 1
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.slow
 def test_training_metrics_are_computed_at_logging_steps_only(tiny_scene: Path, tmp_path: Path):
     """nerfstudio writes the training metrics at logging steps only, so the other steps do not compute them: they
@@ -122,7 +113,8 @@ def test_training_metrics_are_computed_at_logging_steps_only(tiny_scene: Path, t
         run_step(trainer, step)
     counts = {}
     for step in (4, 5):
-        counter = _OpCount()
+        counter = OpCounter()
+        counter.counting = True
         with counter:
             _, _, metrics = trainer.train_iteration(step)
         counts[step] = counter.ops

@@ -80,7 +80,7 @@ class HostOpsCommand:
         print(json.dumps({"settings": asdict(self), "configurations": rows}))
 
 
-class _OpCounter(TorchDispatchMode):
+class OpCounter(TorchDispatchMode):
     """Counts dispatched operations while ``counting`` is set (the model's own work switches it off)."""
 
     def __init__(self) -> None:
@@ -96,7 +96,7 @@ class _OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _count_kernel_calls_as_launches(counter: _OpCounter) -> None:
+def _count_kernel_calls_as_launches(counter: OpCounter) -> None:
     """Make every imported ``odin_ns.kernels`` function count as one operation, whatever its fallback dispatches."""
     import odin_ns.kernels as kernels
 
@@ -132,7 +132,7 @@ def _rank(rank: int, port: int, command: HostOpsCommand, queue) -> None:
     # runtime only when it builds one).
     importlib.import_module("odin_ns.runtime.executor")
 
-    counter = _OpCounter()
+    counter = OpCounter()
     _count_kernel_calls_as_launches(counter)
     configurations = []
     with torchrun_context(backend="gloo") as context:
@@ -163,7 +163,7 @@ class _ExactRowsPredictor:
 
 
 def _count(
-    command: HostOpsCommand, settings: dict, counter: _OpCounter, context: DistContext
+    command: HostOpsCommand, settings: dict, counter: OpCounter, context: DistContext
 ) -> tuple[list[int], list[int]]:
     """Per-unit operation counts of one configuration on this rank."""
     generator = torch.Generator().manual_seed(0)
