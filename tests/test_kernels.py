@@ -234,28 +234,32 @@ def test_tile_intersection_fill_matches_reference(case):
     """The unsorted presized intersection slots (odin_ns.rendering.presized) for several cameras, culled Gaussians and
     rectangles clipped at the grid's edges, into capacities that cut a rectangle in the middle, end exactly at the
     count, or leave padding (over several programs' worth of slots): the reference's keys and ids slot for slot, and
-    on Triton bitwise the torch fill's."""
-    from odin_ns.rendering.presized import _tile_rectangles, tile_key_bits
+    on Triton (which computes the rectangles and counts in its own launches) bitwise the torch path's counts and
+    slots."""
+    from odin_ns.kernels.isect import tile_rectangles
+    from odin_ns.rendering.presized import tile_key_bits
 
     backend, device = case
     tile_width, tile_height, n_cameras = 13, 8, 3
     means2d, radii, depths = (t.to(device) for t in _rectangles_scene(n_cameras, 300, seed=1))
-    lowest, span, counts = _tile_rectangles(means2d, radii, 16, tile_width, tile_height)
-    ends = torch.cumsum(counts, 0)
+    lowest, span, counts = tile_rectangles(means2d.cpu(), radii.cpu(), 16, tile_width, tile_height)
+    got_counts = K.tile_intersection_counts(means2d, radii, 16, tile_width, tile_height, backend=backend)
+    assert got_counts.dtype == torch.int64 and torch.equal(got_counts.cpu(), counts)
+    ends = torch.cumsum(got_counts, 0)
     assert int(counts[1]) == tile_width * tile_height, "one Gaussian covers the whole grid"
-    assert bool(((counts == 0) & (radii.reshape(-1) > 0)).any()), "some Gaussians are off the grid altogether"
+    assert bool(((counts == 0) & (radii.cpu().reshape(-1) > 0)).any()), "some Gaussians are off the grid altogether"
     assert bool(((lowest == 0) & (counts > 0)[:, None]).any()) and bool(((lowest + span)[:, 0] == tile_width).any())
     tile_bits = tile_key_bits(n_cameras, tile_width, tile_height)
     padding_key = ((n_cameras - 1) << (32 + tile_bits)) | ((tile_width * (tile_height + 1) - 1) << 32)
     total = int(ends[-1])
     cut = int(torch.nonzero(counts >= 3)[len(counts) // 2])  # a capacity ending inside this Gaussian's rectangle
     for capacity in (1, int(ends[cut] - counts[cut]) + 2, total, total + 1, total + 5000):
-        args = (lowest, span, counts, ends, depths, tile_width, tile_bits, padding_key, capacity)
+        args = (means2d, radii, ends, depths, 16, tile_width, tile_height, tile_bits, padding_key, capacity)
         keys, flat_ids = K.fill_tile_intersections(*args, backend=backend)
         assert keys.dtype == torch.int64 and flat_ids.dtype == torch.int32
         assert keys.shape == flat_ids.shape == (capacity,)
-        want_keys, want_ids = reference_fill(*(t.cpu() for t in (lowest, span, counts, depths)), tile_width, tile_bits,
-                                             padding_key, capacity)
+        want_keys, want_ids = reference_fill(lowest, span, counts, depths.cpu(), tile_width, tile_bits, padding_key,
+                                             capacity)
         assert torch.equal(keys.cpu(), want_keys), f"capacity {capacity}: keys"
         assert torch.equal(flat_ids.cpu(), want_ids), f"capacity {capacity}: flat ids"
         if backend == "triton":

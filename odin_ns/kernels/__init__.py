@@ -23,7 +23,7 @@ from odin_ns.kernels.bitmap import (
 )
 from odin_ns.kernels.compaction import gather_rows_packed, scatter_rows_packed
 from odin_ns.kernels.dispatch import resolve_backend
-from odin_ns.kernels.isect import fill_tile_intersections
+from odin_ns.kernels.isect import fill_tile_intersections, tile_intersection_counts
 
 __all__ = [
     "BITS_PER_WORD",
@@ -45,6 +45,7 @@ __all__ = [
     "resolve_backend",
     "scatter_rows_packed",
     "selective_adam_step",
+    "tile_intersection_counts",
 ]
 
 

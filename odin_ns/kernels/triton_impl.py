@@ -227,17 +227,44 @@ def _rows_copy_kernel(
 
 
 @triton.jit
+def _tile_rectangle(means2d_ptr, radii_ptr, gauss, valid, tile_size, tile_width, tile_height):
+    """Flat Gaussian ``gauss``'s tile rectangle: first tile (x0, y0), width in tiles, and its pair count (0 unless
+    its radius is > 0), in the same float32 operations as the torch rule (``odin_ns.kernels.isect.tile_rectangles``):
+    correctly rounded divisions, then floor and ceil of a difference and a sum, clamped to the grid."""
+    radius = tl.load(radii_ptr + gauss, mask=valid, other=0)
+    r = tl.div_rn(radius.to(tl.float32), tile_size)
+    cx = tl.div_rn(tl.load(means2d_ptr + 2 * gauss, mask=valid, other=0.0), tile_size)
+    cy = tl.div_rn(tl.load(means2d_ptr + 2 * gauss + 1, mask=valid, other=0.0), tile_size)
+    x0 = tl.minimum(tl.maximum(tl.floor(cx - r).to(tl.int64), 0), tile_width)
+    x1 = tl.minimum(tl.maximum(tl.ceil(cx + r).to(tl.int64), 0), tile_width)
+    y0 = tl.minimum(tl.maximum(tl.floor(cy - r).to(tl.int64), 0), tile_height)
+    y1 = tl.minimum(tl.maximum(tl.ceil(cy + r).to(tl.int64), 0), tile_height)
+    count = tl.where(radius > 0, (x1 - x0) * (y1 - y0), 0)
+    return x0, y0, x1 - x0, count
+
+
+@triton.jit
+def _isect_count_kernel(means2d_ptr, radii_ptr, counts_ptr, n_flat, tile_size, tile_width, tile_height,
+                        BLOCK_G: tl.constexpr):
+    gauss = tl.program_id(0).to(tl.int64) * BLOCK_G + tl.arange(0, BLOCK_G)
+    valid = gauss < n_flat
+    _, _, _, count = _tile_rectangle(means2d_ptr, radii_ptr, gauss, valid, tile_size, tile_width, tile_height)
+    tl.store(counts_ptr + gauss, count, mask=valid)
+
+
+@triton.jit
 def _isect_fill_kernel(
-    lowest_ptr,
-    span_ptr,
-    counts_ptr,
+    means2d_ptr,
+    radii_ptr,
     ends_ptr,
     depth_bits_ptr,
     keys_ptr,
     ids_ptr,
     n_flat,
     n_gaussians,
+    tile_size,
     tile_width,
+    tile_height,
     tile_bits,
     padding_key,
     capacity,
@@ -248,10 +275,11 @@ def _isect_fill_kernel(
     """Program p writes the runs of flat Gaussians [p * BLOCK_G, (p + 1) * BLOCK_G) and the padding among slots
     [p * BLOCK_PAD, (p + 1) * BLOCK_PAD).
 
-    A Gaussian's run is slots [ends - counts, ends) cut at ``capacity``; its j-th slot holds tile
-    (lowest_x + j % width, lowest_y + j // width). The loop walks the block's longest run BLOCK_T slots at a time,
-    every Gaussian of the block in step (masked once its run is written), so adjacent lanes store adjacent slots.
-    Culled Gaussians (count 0) load nothing beyond their count and end.
+    A Gaussian's run is slots [ends - count, ends) cut at ``capacity``, its rectangle computed here from its centre
+    and radius (no per-Gaussian rectangle tensors to write and read back); its j-th slot holds tile
+    (x0 + j % width, y0 + j // width). The loop walks the block's longest run BLOCK_T slots at a time, every
+    Gaussian of the block in step (masked once its run is written), so adjacent lanes store adjacent slots. Culled
+    Gaussians (count 0) load nothing beyond their rectangle and end.
     """
     pid = tl.program_id(0).to(tl.int64)
 
@@ -263,14 +291,15 @@ def _isect_fill_kernel(
 
     gauss = pid * BLOCK_G + tl.arange(0, BLOCK_G)
     in_range = gauss < n_flat
-    count = tl.load(counts_ptr + gauss, mask=in_range, other=0)
+    x0, y0, span_x, count = _tile_rectangle(means2d_ptr, radii_ptr, gauss, in_range, tile_size, tile_width,
+                                            tile_height)
     start = tl.load(ends_ptr + gauss, mask=in_range, other=0) - count
     kept = tl.maximum(tl.minimum(count, capacity - start), 0)
     writes = kept > 0
     # Rectangles span at most the grid's width and height, so their arithmetic fits int32 (tile < 2^tile_bits).
-    width = tl.maximum(tl.load(span_ptr + 2 * gauss, mask=writes, other=1), 1).to(tl.int32)
-    x0 = tl.load(lowest_ptr + 2 * gauss, mask=writes, other=0).to(tl.int32)
-    y0 = tl.load(lowest_ptr + 2 * gauss + 1, mask=writes, other=0).to(tl.int32)
+    width = tl.maximum(span_x, 1).to(tl.int32)
+    x0 = x0.to(tl.int32)
+    y0 = y0.to(tl.int32)
     depth = tl.load(depth_bits_ptr + gauss, mask=writes, other=0).to(tl.int64)  # sign-extended, as gsplat's
     head = ((gauss // n_gaussians) << (32 + tile_bits)) | depth
     ids = gauss.to(tl.int32)
@@ -428,25 +457,39 @@ def scatter_rows_packed(tensors: list[torch.Tensor], indices: torch.Tensor, buf:
     _launch_rows_copy(tensors, indices, buf, gather=False)
 
 
+def tile_intersection_counts(
+    means2d: torch.Tensor, radii: torch.Tensor, tile_size: int, tile_width: int, tile_height: int
+) -> torch.Tensor:
+    """One launch: every flat Gaussian's pair count."""
+    n_flat = radii.numel()
+    counts = torch.empty(n_flat, dtype=torch.int64, device=radii.device)
+    _isect_count_kernel[(triton.cdiv(n_flat, ISECT_GAUSSIANS),)](
+        means2d, radii, counts, n_flat, float(tile_size), tile_width, tile_height, BLOCK_G=ISECT_GAUSSIANS,
+    )
+    return counts
+
+
 def fill_tile_intersections(
-    lowest: torch.Tensor,
-    span: torch.Tensor,
-    counts: torch.Tensor,
+    means2d: torch.Tensor,
+    radii: torch.Tensor,
     ends: torch.Tensor,
     depth_bits: torch.Tensor,
     n_gaussians: int,
+    tile_size: int,
     tile_width: int,
+    tile_height: int,
     tile_bits: int,
     padding_key: int,
     capacity: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One launch: every run and the padding (each slot written once, so the buffers start uninitialised)."""
-    n_flat = counts.numel()
-    keys = torch.empty(capacity, dtype=torch.int64, device=counts.device)
-    flat_ids = torch.empty(capacity, dtype=torch.int32, device=counts.device)
+    n_flat = radii.numel()
+    keys = torch.empty(capacity, dtype=torch.int64, device=radii.device)
+    flat_ids = torch.empty(capacity, dtype=torch.int32, device=radii.device)
     grid = (max(triton.cdiv(n_flat, ISECT_GAUSSIANS), triton.cdiv(capacity, ISECT_PADDING)),)
     _isect_fill_kernel[grid](
-        lowest, span, counts, ends, depth_bits, keys, flat_ids, n_flat, n_gaussians, tile_width, tile_bits,
-        padding_key, capacity, BLOCK_G=ISECT_GAUSSIANS, BLOCK_T=ISECT_TILES, BLOCK_PAD=ISECT_PADDING,
+        means2d, radii, ends, depth_bits, keys, flat_ids, n_flat, n_gaussians, float(tile_size), tile_width,
+        tile_height, tile_bits, padding_key, capacity, BLOCK_G=ISECT_GAUSSIANS, BLOCK_T=ISECT_TILES,
+        BLOCK_PAD=ISECT_PADDING,
     )
     return keys, flat_ids

@@ -35,7 +35,7 @@ import torch
 
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from odin_ns.kernels import copy_to_host_behind_event, fill_tile_intersections
+from odin_ns.kernels import copy_to_host_behind_event, fill_tile_intersections, tile_intersection_counts
 
 ROUND_TO = 1 << 16
 """Capacities are multiples of this many slots, so that a view's buffers keep their size while its count drifts
@@ -68,21 +68,22 @@ def presized_isect_tiles(
     (keys over the grid extended by one row: ``tile_key_bits``; the slots past the count are padding), and each
     camera's count [C] int64 on the device. Ties in depth keep the Gaussians' order, as gsplat's stable radix sort does.
 
-    The rectangles come from ``_tile_rectangles`` (per Gaussian, in torch); the slots are filled by
-    ``odin_ns.kernels.fill_tile_intersections`` (``backend``: its dispatch; on CUDA a Triton kernel that writes each
-    Gaussian's run of slots in place, as gsplat's kernel does; on the CPU, or with ``backend="torch"``, the torch
-    fill, bitwise the same). What remains beyond gsplat's work is the sort: ``torch.sort`` has no bit range, so it
+    The counts and the slots come from ``odin_ns.kernels`` (``backend``: its dispatch): on CUDA one Triton launch
+    each (the counts, then the fill, which writes each Gaussian's run of slots in place, as gsplat's kernel does), both
+    computing the Gaussians' tile rectangles from their centres and radii; on the CPU, or with ``backend="torch"``,
+    torch, bitwise the same. What remains beyond gsplat's work is the sort: ``torch.sort`` has no bit range, so it
     sorts all 64 bits of the keys where gsplat's radix sort takes only the ``32 + tile_bits + camera_bits`` in use,
     and it sorts the keys alone, returning int64 indices that a gather applies to the ids, where gsplat sorts
     (key, id) pairs.
     """
     n_cameras, n_gaussians = radii.shape
     tile_bits = tile_key_bits(n_cameras, tile_width, tile_height)
-    lowest, span, counts = _tile_rectangles(means2d, radii, tile_size, tile_width, tile_height)
+    counts = tile_intersection_counts(means2d, radii, tile_size, tile_width, tile_height, backend=backend)
     ends = torch.cumsum(counts, 0)
     padding_key = ((n_cameras - 1) << (32 + tile_bits)) | ((tile_width * (tile_height + 1) - 1) << 32)
     keys, flat_ids = fill_tile_intersections(
-        lowest, span, counts, ends, depths, tile_width, tile_bits, padding_key, capacity, backend=backend
+        means2d, radii, ends, depths, tile_size, tile_width, tile_height, tile_bits, padding_key, capacity,
+        backend=backend,
     )
     keys, order = torch.sort(keys, stable=True)
     per_camera = counts.view(n_cameras, n_gaussians)
@@ -265,16 +266,3 @@ class _TorchWithUncheckedInverse:
             return torch.inverse(matrices)
         return torch.linalg.inv_ex(matrices).inverse
 
-
-def _tile_rectangles(
-    means2d: torch.Tensor, radii: torch.Tensor, tile_size: int, tile_width: int, tile_height: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per flat Gaussian [C * N]: its first tile (x, y), the width and height of its tile rectangle, and its pair
-    count (0 unless radius > 0): gsplat's rule, in the same float32 operations as its kernel."""
-    radius = radii.reshape(-1).to(means2d.dtype) / tile_size
-    centre = means2d.reshape(-1, 2) / tile_size
-    low, high = torch.floor(centre - radius[:, None]).long(), torch.ceil(centre + radius[:, None]).long()
-    lowest = torch.stack((low[:, 0].clamp(0, tile_width), low[:, 1].clamp(0, tile_height)), 1)
-    highest = torch.stack((high[:, 0].clamp(0, tile_width), high[:, 1].clamp(0, tile_height)), 1)
-    span = highest - lowest
-    return lowest, span, torch.where(radii.reshape(-1) > 0, span[:, 0] * span[:, 1], 0)
