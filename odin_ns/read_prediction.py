@@ -70,6 +70,11 @@ class SplatReadPredictor:
         self._largest_lrs = (0.0, 0.0)
         """The largest learning rates seen since the Gaussians were bound (schedules move them; a bound taken with
         the largest holds for every step since)."""
+        self._seen_by_view: dict[int, np.ndarray] = {}
+        self._seen_for: tuple | None = None
+        """Each view's buckets under the bounds (the array itself), age and learning rates of ``_seen_for``: a unit's views are asked
+        for up to three times between two publications (as the next unit, as this unit, as the previous unit), and
+        each time the frustum test would repeat the same arithmetic on the host."""
 
     def rebind(self, params: Mapping[str, torch.Tensor], buckets: RowBuckets) -> None:
         self._bounds = BucketBounds(lambda p: gaussian_bucket_bounds(p["means"], p["scales"], buckets))
@@ -84,18 +89,24 @@ class SplatReadPredictor:
 
     def read_buckets(self, unit_id: int, every_rank: bool) -> np.ndarray:
         bounds, age = self._bounds.latest()
-        steps = age + STEPS_OF_SLACK
-        means_lr, scales_lr = self._largest_lrs
-        position_margin = steps * means_lr * self._step_factor
-        radius_scale = math.exp(steps * scales_lr * self._step_factor)
+        seen_for = self._seen_for
+        if seen_for is None or seen_for[0] is not bounds or seen_for[1:] != (age, self._largest_lrs):
+            self._seen_by_view, self._seen_for = {}, (bounds, age, self._largest_lrs)  # holds the bounds it is for
         per_rank = self.unit_views(unit_id)
         views = [view for rank_views in per_rank for view in rank_views] if every_rank else per_rank[self.rank]
         hit = np.zeros(len(bounds), dtype=bool)
         for view in views:
-            hit |= buckets_in_view(
-                bounds, self.views[view], self._near, position_margin, radius_scale, self._pixel_margin
-            )
+            if view not in self._seen_by_view:
+                self._seen_by_view[view] = self._buckets_in_view(bounds, age, view)
+            hit |= self._seen_by_view[view]
         return hit
+
+    def _buckets_in_view(self, bounds: np.ndarray, age: int, view: int) -> np.ndarray:
+        steps = age + STEPS_OF_SLACK
+        means_lr, scales_lr = self._largest_lrs
+        position_margin = steps * means_lr * self._step_factor
+        radius_scale = math.exp(steps * scales_lr * self._step_factor)
+        return buckets_in_view(bounds, self.views[view], self._near, position_margin, radius_scale, self._pixel_margin)
 
     def _current_lrs(self) -> tuple[float, float]:
         return tuple(float(lr()) for lr in self._lrs)

@@ -49,3 +49,49 @@ def test_predicted_scopes_refuse_a_camera_optimizer(tiny_scene: Path, tmp_path: 
     )
     with pytest.raises(ValueError, match="needs fixed camera poses.*camera-optimizer.mode off"):
         run_step(trainer, 1)
+
+
+def test_each_views_buckets_are_computed_once_per_bounds_age_and_learning_rate(monkeypatch):
+    """A unit's views are asked for as the next unit, as this unit and as the previous unit: between two
+    publications each view's frustum test runs once, and the answers are the uncached ones; a publication (the
+    bounds one unit older, so wider) or a new learning rate recomputes them."""
+    import odin_ns.read_prediction as read_prediction
+    from odin_ns.comm.collectives import RowBuckets
+    from odin_ns.sync.frustum import PinholeView, buckets_in_view
+
+    generator = torch.Generator().manual_seed(0)
+    means = torch.rand(512, 3, generator=generator) * 8 - 4
+    means[:, 2] += 6  # in front of cameras at the origin looking down +z
+    params = {"means": means, "scales": torch.full((512, 3), -3.0)}
+    views = [PinholeView(np.eye(3), np.array([shift, 0.0, 0.0]), 60.0, 60.0, 32.0, 24.0, 64, 48)
+             for shift in (-3.0, -1.0, 1.0, 3.0)]
+    plan = {unit: [[unit % 4], [(unit + 1) % 4]] for unit in range(8)}  # two ranks, one view each per unit
+    learning_rate = [1e-3]
+    predictor = read_prediction.SplatReadPredictor(views, plan.__getitem__, rank=0, means_lr=lambda: learning_rate[0],
+                                                   scales_lr=lambda: 5e-3, betas=(0.9, 0.999), near_plane=0.01,
+                                                   largest_downscale=1)
+    predictor.rebind(params, RowBuckets(num_rows=512, rows_per_bucket=64))
+    calls = []
+    monkeypatch.setattr(read_prediction, "buckets_in_view", lambda *args: calls.append(args[1]) or buckets_in_view(*args))
+
+    def uncached(unit: int, every_rank: bool) -> np.ndarray:
+        chosen = [v for rank in plan[unit] for v in rank] if every_rank else plan[unit][0]
+        return np.logical_or.reduce([predictor._buckets_in_view(predictor._bounds.latest()[0],
+                                                                predictor._bounds.latest()[1], v) for v in chosen])
+
+    for unit in range(1, 6):
+        calls.clear()
+        asked = [(unit - 1, True), (unit, True), (unit, False), (unit + 1, True)]
+        answers = [predictor.read_buckets(u, every_rank) for u, every_rank in asked]
+        assert len(calls) == len({id(v) for v in calls}), "a view's frustum test ran twice between publications"
+        for (u, every_rank), answer in zip(asked, answers):
+            assert np.array_equal(answer, uncached(u, every_rank))
+        before = len(calls)
+        predictor.published(params)  # one unit older: every view is tested again, with a wider margin
+        predictor.read_buckets(unit, every_rank=True)
+        assert len(calls) == before + 2
+    learning_rate[0] = 2e-3
+    predictor.published(params, refresh=False)
+    calls.clear()
+    predictor.read_buckets(3, every_rank=False)
+    assert len(calls) == 1
