@@ -237,6 +237,16 @@ class OdinSplatfactoModel(SplatfactoModel):
         rotations = torch.bmm(correction[..., :3, :3], camera.camera_to_worlds[..., :3, :3])
         return torch.cat([rotations, camera.camera_to_worlds[..., :3, 3:] + correction[..., :3, 3:]], dim=-1)
 
+    def _viewmats(self, camera: Cameras) -> torch.Tensor:
+        """[C, 4, 4] world-to-camera matrices of ``camera``: the datamanager's, built once per unit of views, while
+        training poses are fixed (no camera optimizer); else from the (corrected) poses."""
+        fixed_poses = self.training and self.camera_optimizer.config.mode == "off"
+        viewmats = (camera.metadata or {}).get("viewmats") if fixed_poses else None
+        if viewmats is not None:
+            return viewmats.to(self.device)
+        camera_to_world = self.camera_to_worlds(camera) if self.training else camera.camera_to_worlds
+        return world_to_camera(camera_to_world.to(self.device))
+
     def _get_downscale_factor(self) -> int:
         """Splatfacto's warm-up factor, halved until the rendered long side is at least MIN_RENDER_LONG_SIDE."""
         factor = super()._get_downscale_factor()
@@ -250,7 +260,6 @@ class OdinSplatfactoModel(SplatfactoModel):
         full_width, full_height = image_size(camera)
         if self.training:  # the ground truth is downscaled by the same factor (get_gt_img), after this render
             self._image_long_side = max(full_width, full_height)
-        camera_to_world = self.camera_to_worlds(camera) if self.training else camera.camera_to_worlds
         crop_ids = self.crop_box.within(self.means).squeeze() if self.crop_box is not None and not self.training else None
         source = self.gauss_params if self._render_params is None else self._render_params
         params = {name: (p if crop_ids is None else p[crop_ids]) for name, p in source.items()}
@@ -269,7 +278,7 @@ class OdinSplatfactoModel(SplatfactoModel):
             scales=torch.exp(params["scales"]),
             opacities=torch.sigmoid(params["opacities"]).squeeze(-1),
             colors=colors,
-            viewmats=world_to_camera(camera_to_world.to(self.device)),
+            viewmats=self._viewmats(camera),
             Ks=Ks,
             width=width,
             height=height,

@@ -124,3 +124,23 @@ def test_training_metrics_are_computed_at_logging_steps_only(tiny_scene: Path, t
         else:
             assert metrics == {}
     assert counts[5] < counts[4], counts
+
+
+@pytest.mark.slow
+def test_training_renders_take_the_units_viewmats_built_once_while_poses_are_fixed(tiny_scene: Path, tmp_path: Path):
+    """The datamanager builds a unit's world-to-camera matrices with its Cameras; a training render uses exactly
+    those (the same tensor, bitwise what the poses give), and an evaluation render builds its own."""
+    from odin_ns.rendering import world_to_camera
+
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu")
+    model = trainer.pipeline.model
+    camera, _ = trainer.pipeline.datamanager.next_train(1)
+    viewmats = camera.metadata["viewmats"]
+    assert torch.equal(viewmats, world_to_camera(camera.camera_to_worlds))
+    assert trainer.pipeline.datamanager.next_train(1)[0].metadata["viewmats"] is viewmats  # once per unit of views
+    assert model._viewmats(camera) is viewmats
+    model.eval()
+    try:
+        assert model._viewmats(camera) is not viewmats and torch.equal(model._viewmats(camera), viewmats)
+    finally:
+        model.train()
