@@ -19,6 +19,7 @@ def subcommands() -> Dict[str, Type]:
     from odin_ns.benchmarks.memory_soak import MemorySoakCommand
     from odin_ns.benchmarks.prediction_reach import PredictionReachCommand
     from odin_ns.benchmarks.presized_bench import PresizedBenchCommand
+    from odin_ns.benchmarks.step_ops import StepOpsCommand
     from odin_ns.benchmarks.timeline import TimelineCommand
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
@@ -29,7 +30,7 @@ def subcommands() -> Dict[str, Type]:
             "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand,
             "bench-presized": PresizedBenchCommand, "timeline": TimelineCommand,
             "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand, "simulate": SimulateCommand,
-            "prediction-reach": PredictionReachCommand}
+            "prediction-reach": PredictionReachCommand, "step-ops": StepOpsCommand}
 
 
 def entrypoint() -> None:

@@ -37,7 +37,14 @@ from scipy.spatial import cKDTree
 
 from odin_ns.kernels.ssim import fused_ssim
 from odin_ns.metrics import LazyLPIPS
-from odin_ns.rendering import RendererName, project_visibility, rasterize_fn, resolve_renderer, world_to_camera
+from odin_ns.rendering import (
+    RendererName,
+    project_visibility,
+    rasterize_fn,
+    resolve_renderer,
+    scaled_intrinsics,
+    world_to_camera,
+)
 from odin_ns.rendering.presized import PresizedIntersections
 from odin_ns.strategy import OdinStrategy, morton_order
 
@@ -113,15 +120,6 @@ def training_views(camera: Cameras) -> List[int]:
     if views is None:
         raise ValueError("training cameras carry their view indices in metadata['cam_idx']")
     return list(views) if isinstance(views, (list, tuple)) else [int(views)]
-
-
-def scaled_intrinsics(camera: Cameras, scale: float) -> torch.Tensor:
-    """[C, 3, 3] pinhole intrinsics of ``camera`` rendered at ``scale`` times its resolution, built where the camera
-    lives: nerfstudio's ``rescale_output_resolution`` and ``get_intrinsics_matrices`` round-trip through host tensors,
-    each a copy the host waits for."""
-    fx, fy, cx, cy = (getattr(camera, name)[:, 0] * scale for name in ("fx", "fy", "cx", "cy"))
-    zeros, ones = torch.zeros_like(fx), torch.ones_like(fx)
-    return torch.stack([fx, zeros, cx, zeros, fy, cy, zeros, zeros, ones], dim=-1).view(-1, 3, 3)
 
 
 def image_size(camera: Cameras) -> Tuple[int, int]:
@@ -271,7 +269,8 @@ class OdinSplatfactoModel(SplatfactoModel):
 
         scale = 1 / self._get_downscale_factor()
         width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
-        Ks = scaled_intrinsics(camera, scale)
+        full_resolution_ks = (camera.metadata or {}).get("intrinsics") if scale == 1.0 else None
+        Ks = full_resolution_ks.to(self.device) if full_resolution_ks is not None else scaled_intrinsics(camera, scale)
         return dict(
             means=params["means"],
             quats=params["quats"],

@@ -25,7 +25,7 @@ import yaml
 from nerfstudio.models.splatfacto import get_viewmat
 
 from odin_ns.export import ExportCommand, ExportError, export, read_ply
-from odin_ns.model import scaled_intrinsics
+from odin_ns.rendering import scaled_intrinsics
 from odin_ns.rendering import rasterize_fn
 from training import train
 

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def test_publication_host_work_does_not_grow_per_bucket():
     """Sync with a dense exchange stays a handful of operations per bucket (a collective on a slice of one packed
@@ -25,3 +27,19 @@ def test_publication_host_work_does_not_grow_per_bucket():
     # decided ahead: no read-scope pass, no admission read; still more than sync (runs, guard)
     assert sync_dense["ops_per_unit"] < rows["quality-first-predicted"]["ops_per_unit"] < rows["quality-first"]["ops_per_unit"]
     assert rows["sync-sharded"]["collectives_per_unit"] == 2 + 2 + 1  # a reduce and a broadcast per shard, the gather
+
+
+def test_step_ops_counts_a_training_step_by_call_site(tiny_scene, capsys):
+    """``odin-ns step-ops``: the operations of steady training steps, the rasterizer's forward apart, the rest by the
+    odin_ns or nerfstudio function (or the autograd node) dispatching them."""
+    from odin_ns.benchmarks.step_ops import StepOpsCommand
+
+    StepOpsCommand(data=tiny_scene, warmup_steps=3, steps=2, top=200).main()
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(result["per_step"]) == 2 and all(total > raster > 0 for total, raster in
+                                               zip(result["per_step"], result["rasterizer_per_step"]))
+    sites = result["sites"]
+    assert "odin_ns/model.py:get_loss_dict" in sites and any(site.startswith("backward: ") for site in sites)
+    assert result["kernel_calls_per_step"] >= 1  # the packed Adam step of the publication, at least
+    assert sum(sites.values()) + result["kernel_calls_per_step"] == pytest.approx(
+        (sum(result["per_step"]) - sum(result["rasterizer_per_step"])) / 2)

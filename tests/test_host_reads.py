@@ -13,38 +13,15 @@ with torch's CUDA sync debug mode.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 
-import odin_ns.model
 from host_read_counter import HostReadCounter
 from odin_ns.benchmarks.host_ops import OpCounter
 from odin_ns.benchmarks.host_waits import count_host_syncs, in_process_trainer, run_step
-
-@contextmanager
-def rasterizer_not_counted(counter: HostReadCounter):
-    original = odin_ns.model.rasterize_fn
-
-    def paused_renderer(renderer):
-        rasterize = original(renderer)
-
-        def call(**kwargs):
-            counter.paused = True
-            try:
-                return rasterize(**kwargs)
-            finally:
-                counter.paused = False
-
-        return call
-
-    odin_ns.model.rasterize_fn = paused_renderer
-    try:
-        yield
-    finally:
-        odin_ns.model.rasterize_fn = original
+from odin_ns.benchmarks.step_ops import rasterizer_calls_flagged
 
 
 @pytest.mark.slow
@@ -59,7 +36,7 @@ def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path:
         if "step" in state
     }
     counter = HostReadCounter(step_counters)
-    with rasterizer_not_counted(counter), counter:
+    with rasterizer_calls_flagged(counter, "paused"), counter:
         for step in range(6, 9):
             run_step(trainer, step)
     assert not counter.reads, "host reads in a steady step:\n" + "\n".join(
@@ -90,7 +67,7 @@ def test_a_steady_cuda_step_with_presized_intersections_synchronises_nothing(tin
 def test_intrinsics_built_on_the_device_equal_nerfstudios(scale: float):
     from nerfstudio.cameras.cameras import Cameras
 
-    from odin_ns.model import scaled_intrinsics
+    from odin_ns.rendering import scaled_intrinsics
 
     def cameras() -> Cameras:
         return Cameras(camera_to_worlds=torch.eye(4)[:3].repeat(2, 1, 1), fx=torch.tensor([[500.0], [401.0]]),
@@ -127,10 +104,11 @@ def test_training_metrics_are_computed_at_logging_steps_only(tiny_scene: Path, t
 
 
 @pytest.mark.slow
-def test_training_renders_take_the_units_viewmats_built_once_while_poses_are_fixed(tiny_scene: Path, tmp_path: Path):
-    """The datamanager builds a unit's world-to-camera matrices with its Cameras; a training render uses exactly
-    those (the same tensor, bitwise what the poses give), and an evaluation render builds its own."""
-    from odin_ns.rendering import world_to_camera
+def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny_scene: Path, tmp_path: Path):
+    """The datamanager builds a unit's world-to-camera matrices (and full-resolution intrinsics) with its Cameras; a
+    training render uses exactly those (the same tensor, bitwise what the poses give), and an evaluation render
+    builds its own."""
+    from odin_ns.rendering import scaled_intrinsics, world_to_camera
 
     trainer = in_process_trainer(tiny_scene, tmp_path, "cpu")
     model = trainer.pipeline.model
@@ -139,6 +117,9 @@ def test_training_renders_take_the_units_viewmats_built_once_while_poses_are_fix
     assert torch.equal(viewmats, world_to_camera(camera.camera_to_worlds))
     assert trainer.pipeline.datamanager.next_train(1)[0].metadata["viewmats"] is viewmats  # once per unit of views
     assert model._viewmats(camera) is viewmats
+    assert torch.equal(camera.metadata["intrinsics"], scaled_intrinsics(camera, 1.0))
+    inputs = model._rasterization_inputs(camera)  # no resolution warm-up here: full resolution
+    assert inputs["viewmats"] is viewmats and inputs["Ks"] is camera.metadata["intrinsics"]
     model.eval()
     try:
         assert model._viewmats(camera) is not viewmats and torch.equal(model._viewmats(camera), viewmats)

@@ -6,9 +6,12 @@ fields gsplat's densification strategy reads, so the model switches backend by f
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 import torch
+
+if TYPE_CHECKING:
+    from nerfstudio.cameras.cameras import Cameras
 
 RendererName = Literal["auto", "gsplat", "reference"]
 
@@ -46,6 +49,15 @@ def world_to_camera(camera_to_worlds: torch.Tensor) -> torch.Tensor:
     homogeneous = camera_to_worlds.new_zeros((camera_to_worlds.shape[0], 1, 4))
     homogeneous[..., 3] = 1.0
     return torch.cat([torch.cat([inverse_rotation, translation], dim=2), homogeneous], dim=1)
+
+
+def scaled_intrinsics(camera: "Cameras", scale: float) -> torch.Tensor:
+    """[C, 3, 3] pinhole intrinsics of ``camera`` rendered at ``scale`` times its resolution, built where the camera
+    lives: nerfstudio's ``rescale_output_resolution`` and ``get_intrinsics_matrices`` round-trip through host tensors,
+    each a copy the host waits for."""
+    fx, fy, cx, cy = (getattr(camera, name)[:, 0] * scale for name in ("fx", "fy", "cx", "cy"))
+    zeros, ones = torch.zeros_like(fx), torch.ones_like(fx)
+    return torch.stack([fx, zeros, cx, zeros, fy, cy, zeros, zeros, ones], dim=-1).view(-1, 3, 3)
 
 
 def rasterize_fn(renderer: Literal["gsplat", "reference"]) -> Callable:
