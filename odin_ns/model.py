@@ -220,7 +220,7 @@ class OdinSplatfactoModel(SplatfactoModel):
             for view in views:  # drawn on the device where they are used: no copy, no host wait
                 generator = torch.Generator(self.device).manual_seed(self.step * 65_537 + view)
                 colours.append(torch.rand(3, generator=generator, device=self.device))
-            return torch.stack(colours)
+            return torch.stack(colours) if len(colours) > 1 else colours[0][None]
         if self._fixed_background is None or self._fixed_background.device != self.device:
             self._fixed_background = FIXED_BACKGROUNDS[self.config.background_color].to(self.device)
         return self._fixed_background.expand(len(views), 3)
@@ -362,7 +362,9 @@ class OdinSplatfactoModel(SplatfactoModel):
     def _composited_targets(self, batch: Dict[str, torch.Tensor], backgrounds: torch.Tensor) -> torch.Tensor:
         images = batch["image"]
         images = images.float() / 255.0 if images.dtype == torch.uint8 else images
-        images = torch.stack([self._downscale_if_required(image) for image in images]).to(self.device)
+        if self._get_downscale_factor() > 1:  # splatfacto's resize is per image
+            images = torch.stack([self._downscale_if_required(image) for image in images])
+        images = images.to(self.device)
         if images.shape[-1] == 4:
             alpha = images[..., 3:]
             return images[..., :3] * alpha + backgrounds[:, None, None, :] * (1.0 - alpha)

@@ -107,7 +107,7 @@ class OdinPipeline(VanillaPipeline):
                 outputs = self.model(camera)
                 metrics = self.model.get_metrics_dict(outputs, batch) if with_metrics else {}
                 losses = self.model.get_loss_dict(outputs, batch, metrics)
-            loss = torch.stack(list(losses.values())).sum()
+            loss = torch.stack(list(losses.values())).sum() if len(losses) > 1 else next(iter(losses.values()))
             loss.backward()
             results.update(losses=losses, metrics=metrics)
             return loss.detach(), (self.model.info["radii"] > 0).any(dim=0)
