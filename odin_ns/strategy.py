@@ -117,9 +117,7 @@ class OdinStrategy(DefaultStrategy):
         if packed:
             raise ValueError("OdinStrategy accumulates statistics from unpacked rasterization only")
         gradient = info[self.key_for_gradient]
-        grads = (gradient.absgrad if self.absgrad else gradient.grad).clone()
-        grads[..., 0] *= info["width"] / 2.0 * info["n_cameras"]
-        grads[..., 1] *= info["height"] / 2.0 * info["n_cameras"]
+        grads = (gradient.absgrad if self.absgrad else gradient.grad) * self._screen_scale(info, gradient.device)
         n_gaussian = len(list(params.values())[0])
         for key in ("grad2d", "count") + (("radii",) if self.refine_scale2d_stop_iter > 0 else ()):
             if state[key] is None:
@@ -127,8 +125,18 @@ class OdinStrategy(DefaultStrategy):
         seen = info["radii"] > 0.0  # [C, N]
         state["grad2d"] += torch.where(seen, grads.norm(dim=-1), 0.0).sum(0)
         state["count"] += seen.sum(0)
-        if self.refine_scale2d_stop_iter > 0:
-            radii = torch.where(seen, info["radii"] / float(max(info["width"], info["height"])), 0.0)
+        if self.refine_scale2d_stop_iter > 0:  # an unseen Gaussian's radius is 0: no mask needed
+            radii = info["radii"] / float(max(info["width"], info["height"]))
             state["radii"] = torch.maximum(state["radii"], radii.amax(0))
         if self._changing_structure:
             self.barrier.before_change(state, refines=self._refining)
+
+    def _screen_scale(self, info: Dict[str, Any], device: torch.device) -> torch.Tensor:
+        """float32 [2]: gsplat's factors from normalised to pixel gradients (x, y), kept on the device per image size
+        and camera count (a fresh host tensor every step would be a copy to the device, and a wait)."""
+        key = (info["width"], info["height"], info["n_cameras"], device)
+        scales = self.__dict__.setdefault("_screen_scales", {})
+        if key not in scales:
+            width, height, cameras = key[:3]
+            scales[key] = torch.tensor([width / 2.0 * cameras, height / 2.0 * cameras], device=device)
+        return scales[key]

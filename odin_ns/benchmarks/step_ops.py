@@ -2,7 +2,8 @@
 
 On the GPU a step is host-bound: every dispatched operation costs the host microseconds of Python and dispatch (a
 kernel launch, most of them), so the count of a step's operations measures its host work on any machine, the CPU
-included. A call of an ``odin_ns.kernels`` function counts as one operation (one Triton launch on the GPU), as in
+included. The step is nerfstudio's iteration with its training callbacks (gsplat's densification statistics
+are gathered there). A call of an ``odin_ns.kernels`` function counts as one operation (one Triton launch on the GPU), as in
 ``host_ops``; the rasterizer's forward is counted apart, since on the CPU the reference rasterizer stands in for
 gsplat's few fused kernels (its backward, and that of the loss's SSIM, which on the CPU is pytorch_msssim's rather
 than one Triton kernel, show under their autograd nodes). The steps counted neither log, evaluate, save nor refine.
@@ -33,8 +34,8 @@ from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
 
 
 class _SiteCounter(OpCounter):
-    """An ``OpCounter`` that also attributes each operation to the innermost odin_ns or nerfstudio frame calling it,
-    or, in the backward, to the autograd node running it."""
+    """An ``OpCounter`` that also attributes each operation to the innermost odin_ns, nerfstudio or gsplat frame
+    calling it, or, in the backward, to the autograd node running it."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,13 +52,16 @@ class _SiteCounter(OpCounter):
                 self.sites[f"backward: {node.name()}"] += 1
             else:
                 frames = [frame for frame in traceback.extract_stack()[:-1]
-                          if "/odin_ns/" in frame.filename or "/nerfstudio/" in frame.filename]
+                          if any(f"/{package}/" in frame.filename for package in PACKAGES)]
                 self.sites[_site(frames[-1]) if frames else "(no odin_ns or nerfstudio frame)"] += 1
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
+PACKAGES = ("odin_ns", "nerfstudio", "gsplat")
+
+
 def _site(frame: traceback.FrameSummary) -> str:
-    package = "odin_ns" if "/odin_ns/" in frame.filename else "nerfstudio"
+    package = next(package for package in PACKAGES if f"/{package}/" in frame.filename)
     return f"{package}/{frame.filename.rsplit(f'/{package}/', 1)[1]}:{frame.name}"
 
 
@@ -90,7 +94,7 @@ class StepOpsCommand:
                 for step in range(warmup + 1, warmup + 1 + self.steps):
                     before, before_rasterizer = counter.ops, counter.rasterizer_ops
                     counter.counting = True
-                    trainer.train_iteration(step)
+                    run_step(trainer, step)  # the training callbacks too (densification statistics among them)
                     counter.counting = False
                     per_step.append(counter.ops - before)
                     rasterizer.append(counter.rasterizer_ops - before_rasterizer)
