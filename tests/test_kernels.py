@@ -267,6 +267,27 @@ def test_tile_intersection_fill_matches_reference(case):
             assert torch.equal(keys, torch_keys) and torch.equal(flat_ids, torch_ids), f"capacity {capacity}"
 
 
+def test_nonfinite_columns_record_the_first_unit_of_nan_and_inf_only(case):
+    """Columns holding NaN, +Inf or -Inf in any row (over several programs' worth of rows) get the unit recorded,
+    once: a later unit leaves the record; finite values at float32's limits, whose sums would overflow, are never
+    recorded; on Triton bitwise the torch path's record."""
+    backend, device = case
+    table = torch.zeros(1000, 59, device=device)
+    table[:, 1] = 3e38
+    table[::2, 2] = -3.4e38
+    record = torch.full((59,), K.NEVER, dtype=torch.int64, device=device)
+    record = K.record_nonfinite_columns(table, record, 3, backend=backend)
+    assert (record == K.NEVER).all()
+    table[777, 5], table[0, 40], table[999, 58] = float("nan"), float("inf"), -float("inf")
+    record = K.record_nonfinite_columns(table, record, 4, backend=backend)
+    table[500, 6] = float("nan")
+    record = K.record_nonfinite_columns(table, record, 9, backend=backend)
+    want = torch.full((59,), K.NEVER, dtype=torch.int64)
+    want[[5, 40, 58]], want[6] = 4, 9
+    assert torch.equal(record.cpu(), want)
+    assert K.record_nonfinite_columns(table[:0], record, 10, backend=backend) is record  # no rows: nothing to read
+
+
 def test_bad_inputs_raise_clear_errors():
     bitmap = K.pack_bitmap(torch.ones(40, dtype=torch.bool))
     with pytest.raises(ValueError, match="bitmaps differ"):

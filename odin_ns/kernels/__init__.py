@@ -23,10 +23,12 @@ from odin_ns.kernels.bitmap import (
 )
 from odin_ns.kernels.compaction import gather_rows_packed, scatter_rows_packed
 from odin_ns.kernels.dispatch import resolve_backend
+from odin_ns.kernels.finite import NEVER, record_nonfinite_columns
 from odin_ns.kernels.isect import fill_tile_intersections, tile_intersection_counts
 
 __all__ = [
     "BITS_PER_WORD",
+    "NEVER",
     "ColumnGroup",
     "bitmap_and",
     "bitmap_and_count",
@@ -42,6 +44,7 @@ __all__ = [
     "overlap_ratio",
     "packed_adam_step",
     "pack_bitmap",
+    "record_nonfinite_columns",
     "resolve_backend",
     "scatter_rows_packed",
     "selective_adam_step",

@@ -20,6 +20,7 @@ MAX_PACKED_TENSORS = 8  # tensors one gather/scatter launch handles; longer list
 ISECT_GAUSSIANS = 256  # flat Gaussians per program in the intersection fill (untuned)
 ISECT_TILES = 4  # tiles of each Gaussian's rectangle written per loop step: most rectangles have 1-4 (untuned)
 ISECT_PADDING = 1024  # slots per program checked for padding in the same launch
+FINITE_ROWS = 64  # gradient-table rows per program in the non-finite column watch
 _BINARY_OPS = {"or": 0, "and": 1, "andnot": 2}
 
 
@@ -314,6 +315,19 @@ def _isect_fill_kernel(
         tl.store(ids_ptr + slot, tl.broadcast_to(ids[:, None], [BLOCK_G, BLOCK_T]), mask=write)
 
 
+@triton.jit
+def _nonfinite_columns_kernel(table_ptr, first_ptr, n_rows, n_cols, unit, BLOCK_R: tl.constexpr,
+                              BLOCK_C: tl.constexpr):
+    """Program p reads rows [p * BLOCK_R, (p + 1) * BLOCK_R) of every column; a column holding NaN or Inf there
+    lowers its record to ``unit`` (x - x is 0 for every finite x and NaN for NaN and both infinities)."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.arange(0, BLOCK_C)
+    in_table = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    x = tl.load(table_ptr + rows[:, None] * n_cols + cols[None, :], mask=in_table, other=0.0)
+    nonfinite = tl.max(((x - x) != 0.0).to(tl.int32), axis=0) > 0
+    tl.atomic_min(first_ptr + cols, tl.zeros([BLOCK_C], dtype=tl.int64) + unit, mask=nonfinite & (cols < n_cols))
+
+
 def _word_grid(num_words: int) -> tuple[int]:
     return (triton.cdiv(num_words, BLOCK_WORDS),)
 
@@ -493,3 +507,11 @@ def fill_tile_intersections(
         BLOCK_PAD=ISECT_PADDING,
     )
     return keys, flat_ids
+
+
+def record_nonfinite_columns(table: torch.Tensor, first_unit: torch.Tensor, unit_id: int) -> None:
+    """One launch over the table; atomics only where a column holds a non-finite value."""
+    n_rows, n_cols = table.shape
+    _nonfinite_columns_kernel[(triton.cdiv(n_rows, FINITE_ROWS),)](
+        table, first_unit, n_rows, n_cols, unit_id, BLOCK_R=FINITE_ROWS, BLOCK_C=triton.next_power_of_2(n_cols),
+    )

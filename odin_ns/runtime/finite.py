@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from odin_ns.comm.context import DistContext
+from odin_ns.kernels import record_nonfinite_columns
 from odin_ns.sync.sightings import FirstSightings
 
 
@@ -31,14 +32,11 @@ class FiniteWatch:
         self._sightings = FirstSightings(len(self.group_of_column), device)
 
     def observe(self, unit_id: int, gradient_table: torch.Tensor) -> None:
-        """Record the columns of ``gradient_table`` [N, columns] that hold a non-finite value (device work only).
-
-        One pass over the table (its columns' minima and maxima, which NaN and Inf reach) and a few launches on
-        [columns] values: the watch runs on every unit, so its host launches and its reads of the table count."""
-        if gradient_table.shape[0] == 0:
-            return
-        low, high = torch.aminmax(gradient_table, dim=0)
-        self._sightings.observe(unit_id, (low * 0 + high * 0) != 0)  # x * 0 is NaN exactly when x is NaN or Inf
+        """Record the columns of ``gradient_table`` [N, columns] that hold a non-finite value (device work only:
+        one launch on Triton, a pass and a few small launches in torch; the watch runs on every unit, so its
+        launches and its read of the table count)."""
+        sightings = self._sightings
+        sightings.first_unit = record_nonfinite_columns(gradient_table, sightings.first_unit, unit_id)
 
     def check(self, context: DistContext) -> None:
         """Raise NonFiniteGradientError on every rank if any rank saw a non-finite gradient (collective)."""

@@ -10,22 +10,26 @@ from __future__ import annotations
 import torch
 
 from odin_ns.comm.context import DistContext
+from odin_ns.kernels.finite import NEVER
 
 
 class FirstSightings:
-    """int64 [items] on the device: the first unit each item was seen in on this rank (-1: never)."""
+    """int64 [items] on the device: the first unit each item was seen in on this rank (``NEVER``: not yet).
+
+    Units are numbered in the order they run, so the first is the minimum, which a kernel can keep with atomics
+    (``odin_ns.kernels.record_nonfinite_columns`` updates ``first_unit`` so)."""
 
     def __init__(self, items: int, device: torch.device):
-        self.first_unit = torch.full((items,), -1, dtype=torch.int64, device=device)
+        self.first_unit = torch.full((items,), NEVER, dtype=torch.int64, device=device)
 
     def observe(self, unit_id: int, seen: torch.Tensor) -> None:
-        """Record unit ``unit_id`` for the items of bool ``seen`` [items] not seen before (device work only)."""
-        self.first_unit = torch.where(seen & (self.first_unit < 0), unit_id, self.first_unit)
+        """Record unit ``unit_id`` for the items of bool ``seen`` [items] (device work only)."""
+        self.first_unit = torch.where(seen, self.first_unit.clamp(max=unit_id), self.first_unit)
 
     def earliest(self, context: DistContext, what: str) -> list[tuple[int, int, int]]:
         """(unit, rank, item) of the earliest unit any rank saw something in, one entry per item that rank saw then,
         identical on every rank; empty if nothing was seen (collective)."""
         per_rank = context.gather(self.first_unit, what).tolist()
         sightings = sorted((unit, rank, item) for rank, units in enumerate(per_rank)
-                           for item, unit in enumerate(units) if unit >= 0)
+                           for item, unit in enumerate(units) if unit != NEVER)
         return [sighting for sighting in sightings if sighting[:2] == sightings[0][:2]]
