@@ -288,6 +288,26 @@ def test_nonfinite_columns_record_the_first_unit_of_nan_and_inf_only(case):
     assert K.record_nonfinite_columns(table[:0], record, 10, backend=backend) is record  # no rows: nothing to read
 
 
+def test_rows_outside_their_predicted_buckets_record_the_unit(case):
+    """The predicted-scope guard's record: unchanged while every row lies in a selected bucket (the last bucket
+    partial, several programs' worth of rows), lowered to the unit when one row escapes, and kept at the first
+    unit afterwards; on Triton bitwise the torch path's record."""
+    backend, device = case
+    rows_per_bucket, n_rows = 1024, 9000  # 9 buckets, the last one holding 808 rows
+    selected = torch.tensor([True, False, True, True, False, False, True, False, True], device=device)
+    rows = torch.zeros(n_rows, dtype=torch.bool, device=device)
+    rows[[5, 2048, 3100, 6200, 8999]] = True  # buckets 0, 2, 3, 6 and the last
+    record = torch.full((1,), K.NEVER, dtype=torch.int64, device=device)
+    record = K.record_rows_outside_buckets(rows, selected, rows_per_bucket, record, 3, backend=backend)
+    assert int(record) == K.NEVER
+    rows[5 * rows_per_bucket + 17] = True  # bucket 5 is not selected
+    record = K.record_rows_outside_buckets(rows, selected, rows_per_bucket, record, 4, backend=backend)
+    record = K.record_rows_outside_buckets(rows, selected, rows_per_bucket, record, 8, backend=backend)
+    assert int(record) == 4
+    with pytest.raises(ValueError, match="do not cover"):
+        K.record_rows_outside_buckets(rows, selected[:8], rows_per_bucket, record, 9, backend=backend)
+
+
 def test_bad_inputs_raise_clear_errors():
     bitmap = K.pack_bitmap(torch.ones(40, dtype=torch.bool))
     with pytest.raises(ValueError, match="bitmaps differ"):

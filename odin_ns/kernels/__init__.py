@@ -24,6 +24,7 @@ from odin_ns.kernels.bitmap import (
 from odin_ns.kernels.compaction import gather_rows_packed, scatter_rows_packed
 from odin_ns.kernels.dispatch import resolve_backend
 from odin_ns.kernels.finite import NEVER, record_nonfinite_columns
+from odin_ns.kernels.guard import record_rows_outside_buckets
 from odin_ns.kernels.isect import fill_tile_intersections, tile_intersection_counts
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "packed_adam_step",
     "pack_bitmap",
     "record_nonfinite_columns",
+    "record_rows_outside_buckets",
     "resolve_backend",
     "scatter_rows_packed",
     "selective_adam_step",

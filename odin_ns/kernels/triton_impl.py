@@ -21,6 +21,7 @@ ISECT_GAUSSIANS = 256  # flat Gaussians per program in the intersection fill (un
 ISECT_TILES = 4  # tiles of each Gaussian's rectangle written per loop step: most rectangles have 1-4 (untuned)
 ISECT_PADDING = 1024  # slots per program checked for padding in the same launch
 FINITE_ROWS = 64  # gradient-table rows per program in the non-finite column watch
+GUARD_ROWS = 4096  # rows per program in the predicted-scope guard
 _BINARY_OPS = {"or": 0, "and": 1, "andnot": 2}
 
 
@@ -328,6 +329,18 @@ def _nonfinite_columns_kernel(table_ptr, first_ptr, n_rows, n_cols, unit, BLOCK_
     tl.atomic_min(first_ptr + cols, tl.zeros([BLOCK_C], dtype=tl.int64) + unit, mask=nonfinite & (cols < n_cols))
 
 
+@triton.jit
+def _rows_outside_kernel(rows_ptr, selected_ptr, first_ptr, n_rows, rows_per_bucket, unit, BLOCK: tl.constexpr):
+    """Program p tests rows [p * BLOCK, (p + 1) * BLOCK) against their buckets' flags; one escaped row lowers the
+    record to ``unit``."""
+    row = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    valid = row < n_rows
+    read = tl.load(rows_ptr + row, mask=valid, other=0).to(tl.int32)
+    predicted = tl.load(selected_ptr + row // rows_per_bucket, mask=valid & (read != 0), other=1).to(tl.int32)
+    escaped = tl.max(read & (1 - predicted), axis=0) > 0
+    tl.atomic_min(first_ptr, (tl.zeros([1], dtype=tl.int64) + unit).sum(), mask=escaped)
+
+
 def _word_grid(num_words: int) -> tuple[int]:
     return (triton.cdiv(num_words, BLOCK_WORDS),)
 
@@ -514,4 +527,13 @@ def record_nonfinite_columns(table: torch.Tensor, first_unit: torch.Tensor, unit
     n_rows, n_cols = table.shape
     _nonfinite_columns_kernel[(triton.cdiv(n_rows, FINITE_ROWS),)](
         table, first_unit, n_rows, n_cols, unit_id, BLOCK_R=FINITE_ROWS, BLOCK_C=triton.next_power_of_2(n_cols),
+    )
+
+
+def record_rows_outside_buckets(
+    rows: torch.Tensor, selected: torch.Tensor, rows_per_bucket: int, first_unit: torch.Tensor, unit_id: int
+) -> None:
+    """One launch over the rows; an atomic only where a row escaped."""
+    _rows_outside_kernel[(triton.cdiv(rows.numel(), GUARD_ROWS),)](
+        rows, selected, first_unit, rows.numel(), rows_per_bucket, unit_id, BLOCK=GUARD_ROWS,
     )

@@ -43,7 +43,7 @@ from odin_ns.runtime.window import SyncPathStretches, decide, saw_stale_rows, wi
 from odin_ns.sync.gate import ReaderSensitivity, ThroughputFirstPolicy, local_maxima
 from odin_ns.kernels import bitmap_to_mask
 from odin_ns.sync.hazards import AdmissionPolicy, QualityFirstPolicy, check_private_staging
-from odin_ns.sync.predicted import ReadPredictor, ScopeGuard, bucket_rows_mask
+from odin_ns.sync.predicted import ReadPredictor, ScopeGuard
 from odin_ns.sync.scopes import scope_of
 
 __all__ = ["OdinRuntime", "StaleUnitError"]
@@ -287,10 +287,9 @@ class OdinRuntime:
         )
         loss, visible, staging = self._compute(compute_fn, trace, "compute_s", in_flight.buffers())
         self._publish_all(in_flight)
-        device = visible.device
         updated = bitmap_to_mask(in_flight.update_scope, self.num_rows)
-        self._guard.observe(previous.unit_id, updated, bucket_rows_mask(updates, self._exchange.buckets, device))
-        self._guard.observe(unit_id, visible, bucket_rows_mask(reads, self._exchange.buckets, device))
+        self._guard.observe(previous.unit_id, updated, updates, self._exchange.buckets)
+        self._guard.observe(unit_id, visible, reads, self._exchange.buckets)
         return self._finish_predicted(unit_id, staging, visible, trace, loss)
 
     def _finish_predicted(

@@ -26,7 +26,7 @@ import torch
 
 from odin_ns.comm.collectives import RowBuckets
 from odin_ns.comm.context import DistContext
-from odin_ns.kernels import copy_to_host_behind_event
+from odin_ns.kernels import copy_to_host_behind_event, record_rows_outside_buckets
 from odin_ns.sync.sightings import FirstSightings
 
 
@@ -120,23 +120,21 @@ def per_bucket(values: torch.Tensor, buckets: RowBuckets, reduce: str) -> torch.
     return blocks.amin(1) if reduce == "min" else blocks.amax(1)
 
 
-def bucket_rows_mask(buckets_selected: np.ndarray, buckets: RowBuckets, device: torch.device) -> torch.Tensor:
-    """bool [rows]: the rows of the selected buckets (a host-to-device copy of one byte per bucket)."""
-    selected = torch.from_numpy(np.ascontiguousarray(buckets_selected, dtype=np.bool_))
-    if device.type == "cuda":
-        selected = selected.pin_memory().to(device, non_blocking=True)
-    return selected.repeat_interleave(buckets.rows_per_bucket)[: buckets.num_rows]
-
-
 class ScopeGuard:
     """The first unit whose rows escaped its predicted buckets on this rank, kept on the device."""
 
     def __init__(self, device: torch.device):
         self._sightings = FirstSightings(1, device)
 
-    def observe(self, unit_id: int, rows: torch.Tensor, predicted_rows: torch.Tensor) -> None:
-        """Record unit ``unit_id`` if a row of bool ``rows`` [N] lies outside bool ``predicted_rows`` [N]."""
-        self._sightings.observe(unit_id, (rows & ~predicted_rows).any().reshape(1))
+    def observe(self, unit_id: int, rows: torch.Tensor, predicted: np.ndarray, buckets: RowBuckets) -> None:
+        """Record unit ``unit_id`` if a row of bool ``rows`` [N] lies outside the buckets bool ``predicted``
+        [buckets] selects (a host-to-device copy of one byte per bucket, then one launch on Triton)."""
+        selected = torch.from_numpy(np.ascontiguousarray(predicted, dtype=np.bool_))
+        if rows.is_cuda:
+            selected = selected.pin_memory().to(rows.device, non_blocking=True)
+        sightings = self._sightings
+        sightings.first_unit = record_rows_outside_buckets(rows, selected, buckets.rows_per_bucket,
+                                                           sightings.first_unit, unit_id)
 
     def check(self, context: DistContext) -> None:
         """Raise ScopeMispredictionError on every rank if some rank recorded an escape (collective)."""
