@@ -235,15 +235,21 @@ class OdinSplatfactoModel(SplatfactoModel):
         rotations = torch.bmm(correction[..., :3, :3], camera.camera_to_worlds[..., :3, :3])
         return torch.cat([rotations, camera.camera_to_worlds[..., :3, 3:] + correction[..., :3, 3:]], dim=-1)
 
-    def _viewmats(self, camera: Cameras) -> torch.Tensor:
-        """[C, 4, 4] world-to-camera matrices of ``camera``: the datamanager's, built once per unit of views, while
-        training poses are fixed (no camera optimizer); else from the (corrected) poses."""
+    def view_matrices(self, camera: Cameras) -> torch.Tensor:
+        """[C, 4, 4] world-to-camera matrices of ``camera`` as gsplat takes them: the datamanager's, built once per
+        unit of views, while training poses are fixed (no camera optimizer); else from the (corrected) poses."""
         fixed_poses = self.training and self.camera_optimizer.config.mode == "off"
         viewmats = (camera.metadata or {}).get("viewmats") if fixed_poses else None
         if viewmats is not None:
             return viewmats.to(self.device)
         camera_to_world = self.camera_to_worlds(camera) if self.training else camera.camera_to_worlds
         return world_to_camera(camera_to_world.to(self.device))
+
+    def full_resolution_intrinsics(self, camera: Cameras) -> torch.Tensor:
+        """[C, 3, 3] pinhole intrinsics of ``camera`` at its full resolution: the datamanager's, built once per unit
+        of views, else built here."""
+        intrinsics = (camera.metadata or {}).get("intrinsics")
+        return intrinsics.to(self.device) if intrinsics is not None else scaled_intrinsics(camera, 1.0)
 
     def _get_downscale_factor(self) -> int:
         """Splatfacto's warm-up factor, halved until the rendered long side is at least MIN_RENDER_LONG_SIDE."""
@@ -269,15 +275,14 @@ class OdinSplatfactoModel(SplatfactoModel):
 
         scale = 1 / self._get_downscale_factor()
         width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
-        full_resolution_ks = (camera.metadata or {}).get("intrinsics") if scale == 1.0 else None
-        Ks = full_resolution_ks.to(self.device) if full_resolution_ks is not None else scaled_intrinsics(camera, scale)
+        Ks = self.full_resolution_intrinsics(camera) if scale == 1.0 else scaled_intrinsics(camera, scale)
         return dict(
             means=params["means"],
             quats=params["quats"],
             scales=torch.exp(params["scales"]),
             opacities=torch.sigmoid(params["opacities"]).squeeze(-1),
             colors=colors,
-            viewmats=self._viewmats(camera),
+            viewmats=self.view_matrices(camera),
             Ks=Ks,
             width=width,
             height=height,

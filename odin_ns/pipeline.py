@@ -22,7 +22,6 @@ from odin_ns.comm.context import DistContext
 from odin_ns.gaussians import GAUSSIAN_GROUPS
 from odin_ns.model import NEAR_PLANE
 from odin_ns.read_prediction import SplatReadPredictor, pinhole_views
-from odin_ns.rendering import world_to_camera
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime
 from odin_ns.runtime.records import UnitRecord
@@ -119,9 +118,9 @@ class OdinPipeline(VanillaPipeline):
         def sensitivity(views: Dict[str, torch.Tensor]) -> ReaderSensitivity:
             """Throughput-first's pixels per unit of displacement in this unit's cameras (full resolution: an upper
             bound while splatfacto renders downscaled)."""
-            means = views["means"]
-            viewmats = world_to_camera(self.model.camera_to_worlds(camera).to(means.device))
-            return pinhole_sensitivity(means, viewmats, camera.get_intrinsics_matrices().to(means.device))
+            model = self.model
+            viewmats, intrinsics = model.view_matrices(camera), model.full_resolution_intrinsics(camera)
+            return pinhole_sensitivity(views["means"], viewmats, intrinsics)
 
         loss = runtime.run_unit(step, compute, read_scope, sensitivity)
         for group in optimizers.parameters:

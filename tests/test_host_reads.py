@@ -116,12 +116,12 @@ def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny
     viewmats = camera.metadata["viewmats"]
     assert torch.equal(viewmats, world_to_camera(camera.camera_to_worlds))
     assert trainer.pipeline.datamanager.next_train(1)[0].metadata["viewmats"] is viewmats  # once per unit of views
-    assert model._viewmats(camera) is viewmats
+    assert model.view_matrices(camera) is viewmats
     assert torch.equal(camera.metadata["intrinsics"], scaled_intrinsics(camera, 1.0))
     inputs = model._rasterization_inputs(camera)  # no resolution warm-up here: full resolution
     assert inputs["viewmats"] is viewmats and inputs["Ks"] is camera.metadata["intrinsics"]
     model.eval()
     try:
-        assert model._viewmats(camera) is not viewmats and torch.equal(model._viewmats(camera), viewmats)
+        assert model.view_matrices(camera) is not viewmats and torch.equal(model.view_matrices(camera), viewmats)
     finally:
         model.train()

@@ -2,9 +2,9 @@
 
 On the GPU a step is host-bound: every dispatched operation costs the host microseconds of Python and dispatch (a
 kernel launch, most of them), so the count of a step's operations measures its host work on any machine, the CPU
-included. The step is nerfstudio's iteration with its training callbacks (gsplat's densification statistics
-are gathered there). A call of an ``odin_ns.kernels`` function counts as one operation (one Triton launch on the GPU), as in
-``host_ops``; the rasterizer's forward is counted apart, since on the CPU the reference rasterizer stands in for
+included. The step is nerfstudio's iteration with its training callbacks (gsplat's densification statistics are
+gathered there). A call of an ``odin_ns.kernels`` function counts as one operation (one Triton launch on the GPU), as
+in ``host_ops``; the rasterizer's forward is counted apart, since on the CPU the reference rasterizer stands in for
 gsplat's few fused kernels (its backward, and that of the loss's SSIM, which on the CPU is pytorch_msssim's rather
 than one Triton kernel, show under their autograd nodes). The steps counted neither log, evaluate, save nor refine.
 
