@@ -45,7 +45,7 @@ from odin_ns.rendering import (
     scaled_intrinsics,
     world_to_camera,
 )
-from odin_ns.rendering.presized import PresizedIntersections
+from odin_ns.rendering.presized import PresizedIntersections, route_view_inverse, unchecked_view_inverse
 from odin_ns.strategy import OdinStrategy, morton_order
 
 
@@ -143,6 +143,8 @@ class OdinSplatfactoModel(SplatfactoModel):
             raise ValueError(f"presized_intersections sizes gsplat's intersection buffers; the renderer here is "
                              f"'{self.renderer}' (gsplat needs CUDA)")
         self._presized = PresizedIntersections() if self.config.presized_intersections else None
+        if self.renderer == "gsplat":
+            route_view_inverse()  # training renders invert their view matrices without gsplat's host read
         self.gauss_params = torch.nn.ParameterDict(self._initial_gaussians())
         self.camera_optimizer = self.config.camera_optimizer.setup(num_cameras=self.num_train_data, device="cpu")
 
@@ -306,8 +308,11 @@ class OdinSplatfactoModel(SplatfactoModel):
             absgrad=self.strategy.absgrad,
             rasterize_mode=self.config.rasterize_mode,
         )
-        if self._presized is None or not self.training:
+        if not self.training:
             return render()
+        if self._presized is None:
+            with unchecked_view_inverse():
+                return render()
         # what decides a camera's count: its view, the resolution and the Gaussians (a count of rows, not values)
         size = (inputs["width"], inputs["height"], inputs["means"].shape[0])
         with self._presized.render([(view, *size) for view in training_views(camera)]):

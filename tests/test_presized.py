@@ -215,9 +215,28 @@ def test_inside_a_render_gsplats_view_inverse_is_torchs_without_the_host_check()
     assert module.torch is not torch and module.torch.zeros is torch.zeros
     with presized.render(["view 0", "view 1", "view 2"]):
         inside = module.torch.inverse(viewmats)
+        module.torch.inverse(torch.zeros(4, 4))  # no check: a singular matrix passes
     assert torch.equal(inside, torch.inverse(viewmats))
     assert torch.equal(module.torch.inverse(viewmats), torch.inverse(viewmats))
     with pytest.raises(RuntimeError, match="singular"):  # outside a render, torch's own, check included
+        module.torch.inverse(torch.zeros(4, 4))
+
+
+def test_training_renders_invert_gsplats_view_matrices_without_the_host_check_presized_or_not():
+    """Routed once (``route_view_inverse``), gsplat's module inverts without the check inside
+    ``unchecked_view_inverse`` (every training render of the model) and with it everywhere else."""
+    from odin_ns.rendering.presized import route_view_inverse, unchecked_view_inverse
+
+    module = types.SimpleNamespace(torch=torch)
+    route_view_inverse(module)
+    routed = module.torch
+    route_view_inverse(module)
+    assert module.torch is routed and module.torch.zeros is torch.zeros  # routed once, torch's own otherwise
+    viewmats = torch.eye(4).expand(2, 4, 4) + 0.1 * torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(1))
+    with unchecked_view_inverse():
+        assert torch.equal(module.torch.inverse(viewmats), torch.inverse(viewmats))
+        module.torch.inverse(torch.zeros(4, 4))
+    with pytest.raises(RuntimeError, match="singular"):
         module.torch.inverse(torch.zeros(4, 4))
 
 

@@ -19,6 +19,11 @@ resolution or Gaussian count) are sized exactly, with gsplat's read.
 ``PresizedIntersections`` installs the three functions gsplat's ``rasterization`` calls for this (tile intersection,
 offset encoding, rasterization to pixels) so that a render inside ``render(keys)`` on the installing thread takes this
 path and every other call, such as the viewer's renders from its own thread, takes gsplat's unchanged.
+
+gsplat's ``rasterization`` also inverts the view matrices with ``torch.inverse``, whose singularity check is a host
+read of the device, and the step's first: it waits for everything queued before the render. Inside a presized
+render, and in every training render of the model (``unchecked_view_inverse``, whatever the sizing), that inverse is
+``torch.linalg.inv_ex``'s without the check: the same values (view matrices are rigid, never singular).
 """
 
 from __future__ import annotations
@@ -168,12 +173,14 @@ class _Render(threading.local):
 
     keys: tuple[Hashable, ...] | None = None
     tile_height: int | None = None
+    unchecked_inverse: bool = False
+    """Inside ``unchecked_view_inverse``: gsplat's view inverse without its host check, presized or not."""
 
 
 class PresizedIntersections:
     """Routes gsplat ``rasterization`` calls made inside ``render(keys)`` through presized intersection buffers."""
 
-    _installed_lock = threading.Lock()
+    _installed_lock = threading.RLock()  # route_view_inverse takes it inside _install too
     _render = _Render()
     _budget_of_thread: dict[int, IntersectionBudget] = {}
 
@@ -245,24 +252,49 @@ class PresizedIntersections:
             rendering.isect_tiles = isect_tiles_routed
             rendering.isect_offset_encode = offset_encode_routed
             rendering.rasterize_to_pixels = to_pixels_routed
-            rendering.torch = _TorchWithUncheckedInverse(cls._render)
+            route_view_inverse(rendering)
             rendering._odin_presized = True
 
 
+def route_view_inverse(rendering: ModuleType | None = None) -> None:
+    """Give gsplat's ``rendering`` module (or a stand-in) the torch whose ``inverse`` skips the host check inside
+    presized renders and ``unchecked_view_inverse`` blocks, and is torch's own elsewhere (once per module)."""
+    if rendering is None:
+        import gsplat.rendering as rendering
+    with PresizedIntersections._installed_lock:
+        if not isinstance(getattr(rendering, "torch", None), _TorchWithUncheckedInverse):
+            rendering.torch = _TorchWithUncheckedInverse(PresizedIntersections._render)
+
+
+@contextmanager
+def unchecked_view_inverse() -> Iterator[None]:
+    """gsplat renders in this block, on this thread, invert their view matrices without the host check (a module
+    routed by ``route_view_inverse``)."""
+    state = PresizedIntersections._render
+    previous, state.unchecked_inverse = state.unchecked_inverse, True
+    try:
+        yield
+    finally:
+        state.unchecked_inverse = previous
+
+
 class _TorchWithUncheckedInverse:
-    """torch, as gsplat's ``rendering`` module sees it once routed: inside a presized render ``torch.inverse`` (which
-    ``rasterization`` applies to the view matrices for the SH directions) is ``torch.linalg.inv_ex``, the same
-    inverse without the host read of its singularity flag (``torch.inverse`` is ``inv_ex`` followed by that check);
-    everything else, and every call outside such a render, is torch's own."""
+    """torch, as gsplat's ``rendering`` module sees it once routed: inside a presized render or an
+    ``unchecked_view_inverse`` block ``torch.inverse`` (which ``rasterization`` applies to the view matrices for the
+    SH directions) is ``torch.linalg.inv_ex``, the same inverse without the host read of its singularity flag
+    (``torch.inverse`` is ``inv_ex`` followed by that check); everything else, and every call outside, is torch's
+    own."""
 
     def __init__(self, render: _Render):
         self._render = render
 
     def __getattr__(self, name: str):
-        return getattr(torch, name)
+        value = getattr(torch, name)
+        setattr(self, name, value)  # found in the instance from now on: no proxy call per lookup
+        return value
 
     def inverse(self, matrices: torch.Tensor) -> torch.Tensor:
-        if self._render.keys is None:
+        if self._render.keys is None and not self._render.unchecked_inverse:
             return torch.inverse(matrices)
         return torch.linalg.inv_ex(matrices).inverse
 
