@@ -72,9 +72,9 @@ class SplatReadPredictor:
         the largest holds for every step since)."""
         self._seen_by_view: dict[int, np.ndarray] = {}
         self._seen_for: tuple | None = None
-        """Each view's buckets under the bounds (the array itself), age and learning rates of ``_seen_for``: a unit's views are asked
-        for up to three times between two publications (as the next unit, as this unit, as the previous unit), and
-        each time the frustum test would repeat the same arithmetic on the host."""
+        """Each view's buckets under the bounds (the array itself), age and learning rates of ``_seen_for``: a unit's
+        views are asked for up to three times between two publications (as the next unit, as this unit, as the
+        previous unit), and each time the frustum test would repeat the same arithmetic on the host."""
 
     def rebind(self, params: Mapping[str, torch.Tensor], buckets: RowBuckets) -> None:
         self._bounds = BucketBounds(lambda p: gaussian_bucket_bounds(p["means"], p["scales"], buckets))

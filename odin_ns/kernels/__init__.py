@@ -23,7 +23,8 @@ from odin_ns.kernels.bitmap import (
 )
 from odin_ns.kernels.compaction import gather_rows_packed, scatter_rows_packed
 from odin_ns.kernels.dispatch import resolve_backend
-from odin_ns.kernels.finite import NEVER, record_nonfinite_columns
+from odin_ns.kernels.finite import record_nonfinite_columns
+from odin_ns.kernels.first_sightings import NEVER
 from odin_ns.kernels.guard import record_rows_outside_buckets
 from odin_ns.kernels.isect import fill_tile_intersections, tile_intersection_counts
 

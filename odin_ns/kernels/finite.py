@@ -12,9 +12,7 @@ from __future__ import annotations
 import torch
 
 from odin_ns.kernels.dispatch import resolve_backend, triton_kernels
-
-NEVER = torch.iinfo(torch.int64).max
-"""The record of a column never seen non-finite."""
+from odin_ns.kernels.first_sightings import lower_first_sightings
 
 
 def record_nonfinite_columns(
@@ -36,4 +34,4 @@ def record_nonfinite_columns(
         return first_unit
     low, high = torch.aminmax(table, dim=0)
     nonfinite = (low * 0 + high * 0) != 0  # x * 0 is NaN exactly when x is NaN or Inf (finite sums could overflow)
-    return torch.where(nonfinite, first_unit.clamp(max=unit_id), first_unit)
+    return lower_first_sightings(first_unit, nonfinite, unit_id)

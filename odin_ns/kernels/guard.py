@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from odin_ns.kernels.dispatch import resolve_backend, triton_kernels
+from odin_ns.kernels.first_sightings import lower_first_sightings
 
 
 def record_rows_outside_buckets(
@@ -40,4 +41,4 @@ def record_rows_outside_buckets(
         return first_unit
     predicted = selected.repeat_interleave(rows_per_bucket)[: rows.numel()]
     escaped = (rows & ~predicted).any().reshape(1)
-    return torch.where(escaped, first_unit.clamp(max=unit_id), first_unit)
+    return lower_first_sightings(first_unit, escaped, unit_id)

@@ -10,21 +10,21 @@ from __future__ import annotations
 import torch
 
 from odin_ns.comm.context import DistContext
-from odin_ns.kernels.finite import NEVER
+from odin_ns.kernels.first_sightings import NEVER, lower_first_sightings
 
 
 class FirstSightings:
     """int64 [items] on the device: the first unit each item was seen in on this rank (``NEVER``: not yet).
 
-    Units are numbered in the order they run, so the first is the minimum, which a kernel can keep with atomics
-    (``odin_ns.kernels.record_nonfinite_columns`` updates ``first_unit`` so)."""
+    The record is lowered by ``odin_ns.kernels.first_sightings``'s rule, here and by the kernels that fold a check into
+    ``first_unit`` (``odin_ns.kernels.record_nonfinite_columns``, ``record_rows_outside_buckets``)."""
 
     def __init__(self, items: int, device: torch.device):
         self.first_unit = torch.full((items,), NEVER, dtype=torch.int64, device=device)
 
     def observe(self, unit_id: int, seen: torch.Tensor) -> None:
         """Record unit ``unit_id`` for the items of bool ``seen`` [items] (device work only)."""
-        self.first_unit = torch.where(seen, self.first_unit.clamp(max=unit_id), self.first_unit)
+        self.first_unit = lower_first_sightings(self.first_unit, seen, unit_id)
 
     def earliest(self, context: DistContext, what: str) -> list[tuple[int, int, int]]:
         """(unit, rank, item) of the earliest unit any rank saw something in, one entry per item that rank saw then,
