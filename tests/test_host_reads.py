@@ -13,6 +13,7 @@ with torch's CUDA sync debug mode.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,15 @@ def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny
         assert model.view_matrices(camera) is not viewmats and torch.equal(model.view_matrices(camera), viewmats)
     finally:
         model.train()
+
+
+def test_native_stderr_is_captured_for_counting_and_written_back(capfd):
+    """A C++ extension's sync warning bypasses Python (c10 prints it to file descriptor 2): the host-waits count
+    reads it from there, and what was printed still reaches standard error."""
+    from odin_ns.benchmarks.host_waits import SYNC_WARNING, native_stderr_lines
+
+    with native_stderr_lines() as lines:
+        os.write(2, f"[W CUDAFunctions.cpp:162] Warning: {SYNC_WARNING} (function warn_or_error_on_sync)\n".encode())
+        os.write(2, b"something else\n")
+    assert sum(SYNC_WARNING in line for line in lines()) == 1 and "something else" in lines()
+    assert SYNC_WARNING in capfd.readouterr().err

@@ -5,19 +5,28 @@ mode, which warns at every operation that synchronises the host with the device 
 from pageable host memory...); each warning is attributed to the call site that made it. A sync is a place where
 host and GPU time add up instead of overlapping.
 
+A warning raised inside a C++ extension that calls ATen directly (gsplat's ``isect_tiles`` reads its intersection
+count with ``.item<int64_t>()`` in C++) never reaches Python's warning machinery: no torch binding is on the stack to
+translate it, so c10 prints it to the process's standard error. Those are counted from file descriptor 2, captured
+while the steps run, under one site named for what it is.
+
 Usage: ``python -m odin_ns.benchmarks.host_waits --data data/cup77 --views-per-rank 1 4``.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import sys
+import tempfile
 import traceback
 import warnings
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping, Tuple
+from typing import Any, Callable, Iterator, Mapping, Tuple
 
 import torch
 import tyro
@@ -69,10 +78,15 @@ class HostWaitsCommand:
     """Count and locate the host synchronisations of steady training steps on one GPU."""
 
     data: Path
+    """Dataset (COLMAP capture or transforms.json scene)."""
     views_per_rank: Tuple[int, ...] = (1,)
+    """Views per step to count at, one training run each."""
     warmup_steps: int = 30
+    """Steps trained before counting (first renders, allocations and kernel compilation are not steady)."""
     steps: int = 3
+    """Steps counted; the count printed is per step."""
     out: Path = Path("outputs/host_waits")
+    """Folder for the runs' nerfstudio outputs."""
     presized_intersections: bool = False
     """Train with ``--pipeline.model.presized-intersections`` (the forward without gsplat's host read); the
     warm-up must render every counted view at least once before (a view's first render is sized exactly)."""
@@ -92,18 +106,47 @@ class HostWaitsCommand:
                 print(f"  {count / self.steps:.1f}  {site}")
 
 
+SYNC_WARNING = "called a synchronizing CUDA operation"
+"""What torch's CUDA sync debug mode says at every synchronisation, in Python's warnings and on standard error."""
+NATIVE_SITE = "C++ extension (printed by c10 to stderr: no Python call site)"
+"""The site of a synchronisation whose warning bypassed Python (see the module docstring)."""
+
+
+@contextmanager
+def native_stderr_lines() -> Iterator[Callable[[], list]]:
+    """Capture what native code writes to file descriptor 2 while the block runs; yields a function returning the
+    captured lines once the block has ended. Whatever was captured is written back to standard error afterwards, so
+    nothing printed there is lost."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    captured: list = []
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lambda: captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = sink.read().decode(errors="replace")
+            captured.extend(text.splitlines())
+            sys.stderr.write(text)
+
+
 def count_host_syncs(trainer, steps: range) -> Counter:
-    """Run ``steps`` under torch's CUDA sync debug mode; each synchronisation counted at its call site."""
+    """Run ``steps`` under torch's CUDA sync debug mode; each synchronisation counted at its call site (those that
+    warn from C++ extensions, outside Python, under ``NATIVE_SITE``)."""
     sites: Counter = Counter()
 
     def record(message, category, filename, lineno, file=None, line=None):
-        if "called a synchronizing CUDA operation" not in str(message):  # not the mode's one-time notice
+        if SYNC_WARNING not in str(message):  # not the mode's one-time notice
             return
         frames = [frame for frame in traceback.extract_stack()
                   if "site-packages/torch/" not in frame.filename and "warnings" not in frame.filename]
         sites[" <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} {f.name}" for f in reversed(frames[-5:-1]))] += 1
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), native_stderr_lines() as native_lines:
         warnings.simplefilter("always")
         warnings.showwarning = record
         torch.cuda.set_sync_debug_mode("warn")
@@ -112,6 +155,9 @@ def count_host_syncs(trainer, steps: range) -> Counter:
                 run_step(trainer, step)
         finally:
             torch.cuda.set_sync_debug_mode("default")
+    native = sum(SYNC_WARNING in line for line in native_lines())
+    if native:
+        sites[NATIVE_SITE] += native
     return sites
 
 
