@@ -136,5 +136,5 @@ def test_native_stderr_is_captured_for_counting_and_written_back(capfd):
     with native_stderr_lines() as lines:
         os.write(2, f"[W CUDAFunctions.cpp:162] Warning: {SYNC_WARNING} (function warn_or_error_on_sync)\n".encode())
         os.write(2, b"something else\n")
-    assert sum(SYNC_WARNING in line for line in lines()) == 1 and "something else" in lines()
+    assert sum(SYNC_WARNING in line for line in lines) == 1 and "something else" in lines
     assert SYNC_WARNING in capfd.readouterr().err

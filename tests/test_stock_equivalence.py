@@ -22,12 +22,12 @@ import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
+from odin_ns.gaussians import GAUSSIAN_GROUPS
 
 EQUAL_STEPS = 4
 """Steps 0-3 (the opacity reset of step 0 among them) agree bitwise on the tiny scene."""
 SELECTIVE_EQUAL_STEPS = 3
 """Steps 0-2 agree bitwise with the hand-written Selective Adam (its gathered rows round differently later)."""
-GAUSSIAN_GROUPS = ("means", "scales", "quats", "features_dc", "features_rest", "opacities")
 
 
 def plain_adam_step(trainer, step: int, gaussian_step=None) -> None:
@@ -83,7 +83,8 @@ def selective_adam_on_visible_rows(trainer) -> None:
         state["step"] += 1
         beta1, beta2 = group["betas"]
         step = float(state["step"])
-        exp_avg, exp_avg_sq, grad, seen = state["exp_avg"][rows], state["exp_avg_sq"][rows], param.grad[rows], param[rows]
+        exp_avg, exp_avg_sq = state["exp_avg"][rows], state["exp_avg_sq"][rows]
+        grad, seen = param.grad[rows], param[rows]
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         denom = (exp_avg_sq.sqrt() / (1 - beta2**step) ** 0.5).add_(group["eps"])

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterator, Mapping, Tuple
+from typing import Any, Iterator, Mapping, Tuple
 
 import torch
 import tyro
@@ -113,8 +113,8 @@ NATIVE_SITE = "C++ extension (printed by c10 to stderr: no Python call site)"
 
 
 @contextmanager
-def native_stderr_lines() -> Iterator[Callable[[], list]]:
-    """Capture what native code writes to file descriptor 2 while the block runs; yields a function returning the
+def native_stderr_lines() -> Iterator[list]:
+    """Capture what native code writes to file descriptor 2 while the block runs; yields the list that holds the
     captured lines once the block has ended. Whatever was captured is written back to standard error afterwards, so
     nothing printed there is lost."""
     sys.stderr.flush()
@@ -123,7 +123,7 @@ def native_stderr_lines() -> Iterator[Callable[[], list]]:
     with tempfile.TemporaryFile(mode="w+b") as sink:
         os.dup2(sink.fileno(), 2)
         try:
-            yield lambda: captured
+            yield captured
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
@@ -155,7 +155,7 @@ def count_host_syncs(trainer, steps: range) -> Counter:
                 run_step(trainer, step)
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    native = sum(SYNC_WARNING in line for line in native_lines())
+    native = sum(SYNC_WARNING in line for line in native_lines)
     if native:
         sites[NATIVE_SITE] += native
     return sites
