@@ -20,7 +20,8 @@ steps = int(sys.argv[1])
 trainers = []
 for name in ("odin", "plain"):
     torch.manual_seed(0)
-    trainers.append(in_process_trainer(scene, Path(f"/tmp/divergence/{name}"), "cpu", runtime_options={"adam": "dense"}))
+    trainers.append(in_process_trainer(scene, Path(f"/tmp/divergence/{name}"), "cpu",
+                                       runtime_options={"adam": "dense"}))
 odin, plain = trainers
 with_torch_adam(plain)
 for step in range(steps):
@@ -32,5 +33,6 @@ for name in ("quats", "opacities", "scales"):
     sa, sb = adam_state(odin, name), adam_state(plain, name)
     parted = (odin.pipeline.model.gauss_params[name] - plain.pipeline.model.gauss_params[name]).abs().amax(-1)
     rows = parted.argsort(descending=True)[:3]
-    print(name, "rows", rows.tolist(), "parted by", parted[rows].tolist(), "exp_avg there", sb["exp_avg"][rows].tolist(),
+    print(name, "rows", rows.tolist(), "parted by", parted[rows].tolist(),
+          "exp_avg there", sb["exp_avg"][rows].tolist(),
           "moments differ by at most", float((sa["exp_avg"] - sb["exp_avg"]).abs().max()))

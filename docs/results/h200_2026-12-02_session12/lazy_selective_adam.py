@@ -12,43 +12,37 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, "tests")
-from test_stock_equivalence import GAUSSIAN_GROUPS, plain_adam_step  # noqa: E402
+from test_stock_equivalence import plain_adam_step, selective_adam_on_visible_rows  # noqa: E402
 
 from odin_ns.benchmarks.host_waits import in_process_trainer  # noqa: E402
 from odin_ns.data.demo_scene import generate_demo_scene  # noqa: E402
+from odin_ns.gaussians import GAUSSIAN_GROUPS  # noqa: E402
 
 
-def visible_rows_adam(lazy: bool):
-    @torch.no_grad()
-    def gaussian_step(trainer) -> None:
-        model = trainer.pipeline.model
-        rows = (model.info["radii"] > 0).any(dim=0)
-        for name in GAUSSIAN_GROUPS:
-            optimizer = trainer.optimizers.optimizers[name]
-            group = optimizer.param_groups[0]
-            param = group["params"][0]
-            state = optimizer.state.setdefault(param, {})
-            if "exp_avg" not in state:
-                state.update(exp_avg=torch.zeros_like(param), exp_avg_sq=torch.zeros_like(param), step=torch.tensor(0.0))
-            if state.get("last_seen") is None or state["last_seen"].shape[0] != param.shape[0]:
-                state["last_seen"] = torch.full((param.shape[0],), float(state["step"]))  # rows new since: not stale
-            state["step"] += 1
-            beta1, beta2 = group["betas"]
-            step = float(state["step"])
-            exp_avg, exp_avg_sq = state["exp_avg"][rows], state["exp_avg_sq"][rows]
-            if lazy:  # the steps each visible row went unseen since its last update
-                unseen = (step - 1 - state["last_seen"][rows]).clamp_min(0).view(-1, *([1] * (param.dim() - 1)))
-                exp_avg.mul_(beta1**unseen)
-                exp_avg_sq.mul_(beta2**unseen)
-            grad = param.grad[rows]
-            exp_avg.lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = (exp_avg_sq.sqrt() / (1 - beta2**step) ** 0.5).add_(group["eps"])
-            seen = param[rows]
-            seen.addcdiv_(exp_avg, denom, value=-(group["lr"] / (1 - beta1**step)))
-            state["exp_avg"][rows], state["exp_avg_sq"][rows], param[rows] = exp_avg, exp_avg_sq, seen
-            state["last_seen"][rows] = step
-    return gaussian_step
+@torch.no_grad()
+def decayed_then_selective(trainer) -> None:
+    """Each visible row's moments decayed by beta ** k for the k steps since its last update, then the test's
+    Selective Adam written out (frozen moments alone are that function by itself)."""
+    rows = (trainer.pipeline.model.info["radii"] > 0).any(dim=0)
+    for name in GAUSSIAN_GROUPS:
+        optimizer = trainer.optimizers.optimizers[name]
+        group = optimizer.param_groups[0]
+        param = group["params"][0]
+        state = optimizer.state.get(param, {})
+        if "last_seen" not in state:  # the first step: nothing to decay
+            continue
+        unseen = (float(state["step"]) - state["last_seen"][rows]).clamp_min(0).view(-1, *([1] * (param.dim() - 1)))
+        beta1, beta2 = group["betas"]
+        state["exp_avg"][rows] = state["exp_avg"][rows] * beta1**unseen
+        state["exp_avg_sq"][rows] = state["exp_avg_sq"][rows] * beta2**unseen
+    selective_adam_on_visible_rows(trainer)
+    for name in GAUSSIAN_GROUPS:
+        optimizer = trainer.optimizers.optimizers[name]
+        state = optimizer.state[optimizer.param_groups[0]["params"][0]]
+        if "last_seen" not in state:  # after the first step every row counts from it (gsplat's densification and
+            # opacity reset extend or zero it with the moments, whose new rows are zero)
+            state["last_seen"] = torch.full((state["exp_avg"].shape[0],), float(state["step"]))
+        state["last_seen"][rows] = float(state["step"])
 
 
 scene = Path("/tmp/adam_densify/scene")
@@ -57,12 +51,12 @@ if not scene.exists():
 steps, seeds = int(sys.argv[1]), int(sys.argv[2])
 results = {}
 for seed in range(seeds):
-    for name, lazy in (("frozen", False), ("decayed", True)):
+    for name, gaussian_step in (("frozen", selective_adam_on_visible_rows), ("decayed", decayed_then_selective)):
         torch.manual_seed(seed)
         trainer = in_process_trainer(scene, Path(f"/tmp/lazy_adam/{name}{seed}"), "cpu", warmup_length=60,
                                      refine_every=30, reset_alpha_every=10)
         for step in range(steps):
-            plain_adam_step(trainer, step, gaussian_step=visible_rows_adam(lazy))
+            plain_adam_step(trainer, step, gaussian_step=gaussian_step)
         trainer.pipeline.model.eval()
         with torch.no_grad():
             psnr = trainer.pipeline.get_average_eval_image_metrics(step=steps)["psnr"]
