@@ -1,0 +1,270 @@
+"""Stock splatfacto and odin-splatfacto trained in one process from the same Gaussians, on the same views in the same
+order, with the same random backgrounds and (on refine steps) the same split samples: what is left between them is
+the training step itself. Not part of odin-ns. From the repository root (cup77 in data/cup77), on a GPU:
+
+    python <this file> probe DATA            # one step from one state, at steps 0, 300 and 699 (refine at 700,
+                                             # then five steps' losses)
+    python <this file> ab DATA STEPS SEED..  # both trained STEPS steps per seed, held-out PSNR of each
+
+``probe`` copies odin's state (Gaussians, Adam moments and step, densification statistics; odin with dense Adam,
+stock's optimizer) into stock's model, runs one step of each on the same view and prints how far the two land apart.
+``ab`` prints one JSON line per (seed, arm). With ``ODIN_DRY_RUN=1`` it runs on the CPU with the reference
+rasterizer standing in for gsplat in stock's model (no absgrad there), to check the plumbing only.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+DRY = os.environ.get("ODIN_DRY_RUN") == "1"
+DEVICE = "cpu" if DRY else "cuda"
+DOWNSCALES = int(os.environ.get("ODIN_DOWNSCALES", "2"))
+"""splatfacto's resolution warm-up (halvings); the dry run's tiny scene needs 0, since odin stops halving at 120 px."""
+
+import nerfstudio.models.splatfacto as splatfacto  # noqa: E402
+import torchmetrics.image.lpip  # noqa: E402
+from odin_ns.benchmarks.stock_splatfacto import UnavailableLPIPS  # noqa: E402
+
+torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity = UnavailableLPIPS  # as odin_ns.benchmarks.stock_splatfacto
+if DRY:
+    from odin_ns.rendering.reference import rasterize_reference
+
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    splatfacto.rasterization = lambda **kw: rasterize_reference(**{k: v for k, v in kw.items() if k != "absgrad"})
+
+from nerfstudio.configs.method_configs import method_configs  # noqa: E402
+from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig  # noqa: E402
+from nerfstudio.engine.callbacks import TrainingCallbackLocation  # noqa: E402
+
+from odin_ns.benchmarks.host_waits import in_process_trainer, run_step  # noqa: E402
+from odin_ns.gaussians import GAUSSIAN_GROUPS  # noqa: E402
+from odin_ns.model import training_views  # noqa: E402
+from odin_ns.strategy import morton_order  # noqa: E402
+
+STATISTICS = ("grad2d", "count", "radii")
+
+
+def stock_trainer(data: Path, out: Path, seed: int):
+    config = copy.deepcopy(method_configs["splatfacto"])
+    config.data = config.pipeline.datamanager.data = data
+    config.pipeline.datamanager.dataparser = ColmapDataParserConfig(colmap_path=Path("sparse/0"), downscale_factor=1)
+    config.output_dir, config.vis, config.machine.device_type, config.machine.seed = out, "tensorboard", DEVICE, seed
+    config.pipeline.model.num_downscales = DOWNSCALES
+    if DRY:
+        config.pipeline.model.use_absgrad = False
+        config.pipeline.model.densify_grad_thresh = 0.0002
+    config.logging.steps_per_log = 1_000_000
+    config.steps_per_eval_image = config.steps_per_eval_all_images = config.steps_per_save = 1_000_000
+    config.set_timestamp()
+    torch.manual_seed(seed)
+    trainer = config.setup(local_rank=0, world_size=1)
+    trainer.setup()
+    return trainer
+
+
+def odin_trainer(data: Path, out: Path, seed: int, adam: str):
+    torch.manual_seed(seed)
+    return in_process_trainer(data, out, DEVICE, runtime_options={"adam": adam}, num_downscales=DOWNSCALES)
+
+
+def odin_background(step: int, view: int) -> torch.Tensor:
+    """odin's training background of (step, view) (OdinSplatfactoModel._training_backgrounds)."""
+    generator = torch.Generator(DEVICE).manual_seed(step * 65_537 + view)
+    return torch.rand(3, generator=generator, device=DEVICE)
+
+
+class Controlled:
+    """A stock trainer that trains on the views odin served, with odin's backgrounds and split seeds."""
+
+    def __init__(self, trainer):
+        self.trainer, self.model = trainer, trainer.pipeline.model
+        dm = trainer.pipeline.datamanager
+        self.view = None
+        self.step = None
+
+        def next_train(step):
+            data = dict(dm.cached_train[self.view])
+            data["image"] = data["image"].to(dm.device)
+            camera = dm.train_cameras[self.view : self.view + 1].to(dm.device)
+            camera.metadata = {"cam_idx": self.view}
+            return camera, data
+
+        dm.next_train = next_train
+        original_background = self.model._get_background_color
+        self.model._get_background_color = (
+            lambda: odin_background(self.step, self.view) if self.model.training else original_background())
+        strategy_step = self.model.strategy.step_post_backward
+
+        def seeded(**kw):  # odin seeds the split samples by step (OdinStrategy)
+            with torch.random.fork_rng(devices=[] if DRY else [torch.device(DEVICE)]):
+                torch.manual_seed(kw["step"])
+                strategy_step(**kw)
+
+        self.model.strategy.step_post_backward = seeded
+
+    def run(self, step: int, view: int):
+        self.step, self.view = step, view
+        trainer = self.trainer
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+        loss = trainer.train_iteration(step)[0]
+        for callback in trainer.callbacks:
+            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+        return float(loss)
+
+
+def odin_step(trainer, step: int) -> float:
+    """run_step, returning the step's loss."""
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
+    loss = trainer.train_iteration(step)[0]
+    for callback in trainer.callbacks:
+        callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+    return float(loss)
+
+
+def served_views(odin):
+    """Wrap odin's datamanager so each step's view is recorded."""
+    dm = odin.pipeline.datamanager
+    served = {}
+    original = dm.next_train
+
+    def next_train(step):
+        camera, batch = original(step)
+        served[step] = training_views(camera)[0]
+        return camera, batch
+
+    dm.next_train = next_train
+    return served
+
+
+def copy_initial_gaussians(odin, stock):
+    for name in GAUSSIAN_GROUPS:
+        with torch.no_grad():
+            stock.pipeline.model.gauss_params[name].copy_(odin.pipeline.model.gauss_params[name])
+
+
+@torch.no_grad()
+def load_state(stock, odin):
+    """Stock's Gaussians, Adam state and densification statistics := odin's."""
+    odin.pipeline.drain()
+    sm, om = stock.pipeline.model, odin.pipeline.model
+    for name in GAUSSIAN_GROUPS:
+        src_opt = odin.optimizers.optimizers[name]
+        src_state = src_opt.state[src_opt.param_groups[0]["params"][0]]
+        new = torch.nn.Parameter(om.gauss_params[name].detach().clone())
+        opt = stock.optimizers.optimizers[name]
+        old = opt.param_groups[0]["params"][0]
+        opt.state.pop(old, None)
+        opt.param_groups[0]["params"] = [new]
+        if "step" in src_state:  # no state before the first step
+            opt.state[new] = {"step": torch.tensor(float(src_state["step"])),
+                              "exp_avg": src_state["exp_avg"].clone(), "exp_avg_sq": src_state["exp_avg_sq"].clone()}
+        sm.gauss_params[name] = new
+        stock.optimizers.parameters[name] = [new]
+    for key in STATISTICS:
+        value = om.strategy_state.get(key)
+        sm.strategy_state[key] = None if value is None else value.clone()
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+def stock_rows(stock, odin) -> torch.Tensor:
+    """Stock's rows in odin's order. The two start a probe in one order; odin re-sorts its rows into Morton order
+    after a structural change (the opacity reset of step 0, a refine), stock keeps gsplat's: the same sort of
+    stock's near-equal positions puts its rows where odin's went."""
+    strategy = odin.pipeline.model.strategy
+    step = odin.pipeline.model.step
+    if strategy.changes_structure(step):
+        return morton_order(stock.pipeline.model.gauss_params["means"].detach())
+    return torch.arange(stock.pipeline.model.num_points, device=stock.pipeline.model.device)
+
+
+def compare(stock, odin, label: str, losses):
+    odin.pipeline.drain()
+    sm, om = stock.pipeline.model, odin.pipeline.model
+    row = {"probe": label, "n": [sm.num_points, om.num_points], "loss": losses}
+    if sm.num_points == om.num_points:
+        s_rows, o_rows = stock_rows(stock, odin), slice(None)
+        for name in GAUSSIAN_GROUPS:
+            so = stock.optimizers.optimizers[name]
+            oo = odin.optimizers.optimizers[name]
+            ss = so.state[so.param_groups[0]["params"][0]]
+            os_ = oo.state[oo.param_groups[0]["params"][0]]
+            row[name] = {"param": relative(om.gauss_params[name][o_rows], sm.gauss_params[name][s_rows])}
+            for key in ("exp_avg", "exp_avg_sq"):
+                row[name][key] = relative(os_[key][o_rows], ss[key][s_rows])
+        for key in STATISTICS:
+            a, b = om.strategy_state.get(key), sm.strategy_state.get(key)
+            row[key] = None if a is None or b is None else relative(a[o_rows], b[s_rows])
+    print(json.dumps(row), flush=True)
+
+
+def probe(data: Path):
+    out = Path("/tmp/stock_vs_odin/probe")
+    odin = odin_trainer(data, out / "odin", 0, "dense")
+    stock = stock_trainer(data, out / "stock", 42)
+    views = served_views(odin)
+    controlled = Controlled(stock)
+    copy_initial_gaussians(odin, stock)
+    for step in range(706):
+        if step in (0, 300, 699):
+            load_state(stock, odin)
+        odin_loss = odin_step(odin, step)
+        if step > 700:  # after the refine rows no longer pair up: compare what the two render
+            print(json.dumps({"step": step, "loss": [controlled.run(step, views[step]), odin_loss]}), flush=True)
+        if step in (0, 300, 699, 700):
+            stock_loss = controlled.run(step, views[step])
+            compare(stock, odin, f"one step at {step}" + (" (refine, after 699's)" if step == 700 else ""),
+                    [stock_loss, odin_loss])
+
+
+def held_out_psnr(trainer, step: int, drains: bool) -> float:
+    if drains:
+        trainer.pipeline.drain()
+    return float(trainer.pipeline.get_average_eval_image_metrics(step=step)["psnr"])
+
+
+def ab(data: Path, steps: int, seeds):
+    for seed in seeds:
+        out = Path(f"/tmp/stock_vs_odin/ab{seed}")
+        odins = {adam: odin_trainer(data, out / f"odin-{adam}", seed, adam) for adam in ("selective", "dense")}
+        stock = stock_trainer(data, out / "stock", 42 + seed)
+        reference = odins["selective"]
+        views = served_views(reference)
+        controlled = Controlled(stock)
+        copy_initial_gaussians(reference, stock)
+        for odin in odins.values():
+            for name in GAUSSIAN_GROUPS:
+                assert torch.equal(odin.pipeline.model.gauss_params[name], reference.pipeline.model.gauss_params[name])
+        seconds = {}
+        for arm, trainer in [*odins.items(), ("stock", None)]:
+            started = time.time()
+            for step in range(steps):
+                if trainer is None:
+                    controlled.run(step, views[step])
+                else:
+                    run_step(trainer, step)
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
+            seconds[arm] = time.time() - started
+        for arm, trainer in [*odins.items(), ("stock", stock)]:
+            psnr = held_out_psnr(trainer, steps, drains=arm != "stock")
+            print(json.dumps({"seed": seed, "arm": arm, "steps": steps, "psnr": psnr, "seconds": seconds[arm],
+                              "gaussians": trainer.pipeline.model.num_points}), flush=True)
+
+
+if __name__ == "__main__":
+    mode, data = sys.argv[1], Path(sys.argv[2])
+    if mode == "probe":
+        probe(data)
+    else:
+        ab(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
