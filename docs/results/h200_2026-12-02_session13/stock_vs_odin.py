@@ -4,11 +4,14 @@ the training step itself. Not part of odin-ns. From the repository root (cup77 i
 
     python <this file> probe DATA            # one step from one state, at steps 0, 300 and 699 (refine at 700,
                                              # then five steps' losses)
-    python <this file> ab DATA STEPS SEED..  # both trained STEPS steps per seed, held-out PSNR of each
+    python <this file> ab DATA STEPS SEED..  # every arm trained STEPS steps per seed, held-out PSNR of each
 
 ``probe`` copies odin's state (Gaussians, Adam moments and step, densification statistics; odin with dense Adam,
 stock's optimizer) into stock's model, runs one step of each on the same view and prints how far the two land apart.
-``ab`` prints one JSON line per (seed, arm). With ``ODIN_DRY_RUN=1`` it runs on the CPU with the reference
+``ab`` trains odin (Selective and dense Adam) and three stock arms from the same Gaussians: on odin's views with
+odin's backgrounds and split seeds, on odin's views with its own draws, and on its own shuffled views and draws; one
+JSON line per (seed, arm). ``ODIN_DOWNSCALES`` (default 2, splatfacto's) sets the resolution warm-up; the bench
+trains at full resolution (0). With ``ODIN_DRY_RUN=1`` it runs on the CPU with the reference
 rasterizer standing in for gsplat in stock's model (no absgrad there), to check the plumbing only.
 """
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -80,13 +84,15 @@ def odin_background(step: int, view: int) -> torch.Tensor:
 
 
 class Controlled:
-    """A stock trainer that trains on the views odin served, with odin's backgrounds and split seeds."""
+    """A stock trainer that trains on the views odin served and, with ``odin_randomness``, with odin's backgrounds and
+    split seeds (else stock's own draws from the global generator)."""
 
-    def __init__(self, trainer):
+    def __init__(self, trainer, odin_randomness: bool = True):
         self.trainer, self.model = trainer, trainer.pipeline.model
         dm = trainer.pipeline.datamanager
         self.view = None
         self.step = None
+        self.views_from = dm.next_train
 
         def next_train(step):
             data = dict(dm.cached_train[self.view])
@@ -96,6 +102,8 @@ class Controlled:
             return camera, data
 
         dm.next_train = next_train
+        if not odin_randomness:
+            return
         original_background = self.model._get_background_color
         self.model._get_background_color = (
             lambda: odin_background(self.step, self.view) if self.model.training else original_background())
@@ -108,7 +116,10 @@ class Controlled:
 
         self.model.strategy.step_post_backward = seeded
 
-    def run(self, step: int, view: int):
+    def run(self, step: int, view: Optional[int]):
+        """One step on ``view``; None: on the view stock's own datamanager draws (its shuffled epochs)."""
+        if view is None:
+            view = int(self.views_from(step)[0].metadata["cam_idx"])
         self.step, self.view = step, view
         trainer = self.trainer
         for callback in trainer.callbacks:
@@ -233,31 +244,53 @@ def held_out_psnr(trainer, step: int, drains: bool) -> float:
     return float(trainer.pipeline.get_average_eval_image_metrics(step=step)["psnr"])
 
 
+STOCK_ARMS = {"stock": (True, True), "stock-odin-views": (True, False), "stock-own": (False, False)}
+"""Stock trainers of ``ab``: (trains on odin's views, draws backgrounds and split samples as odin does)."""
+
+
+def background_statistics(views, steps: int) -> dict:
+    """What odin's per-(step, view) training backgrounds look like over ``steps``: per-channel mean and standard
+    deviation (uniform: 0.5, 0.289), the channels' correlation, and successive steps' correlation (both about 0)."""
+    colours = torch.stack([odin_background(step, views[step]) for step in range(steps)]).double()
+    centred = colours - colours.mean(0)
+    channel_corr = torch.corrcoef(colours.T)
+    lag = torch.corrcoef(torch.stack([centred[:-1].flatten(), centred[1:].flatten()]))[0, 1]
+    return {"mean": colours.mean(0).tolist(), "std": colours.std(0).tolist(),
+            "channel_corr_max": float((channel_corr - torch.eye(3, dtype=torch.double)).abs().max()),
+            "successive_corr": float(lag)}
+
+
 def ab(data: Path, steps: int, seeds):
     for seed in seeds:
         out = Path(f"/tmp/stock_vs_odin/ab{seed}")
         odins = {adam: odin_trainer(data, out / f"odin-{adam}", seed, adam) for adam in ("selective", "dense")}
-        stock = stock_trainer(data, out / "stock", 42 + seed)
         reference = odins["selective"]
         views = served_views(reference)
-        controlled = Controlled(stock)
-        copy_initial_gaussians(reference, stock)
         for odin in odins.values():
             for name in GAUSSIAN_GROUPS:
                 assert torch.equal(odin.pipeline.model.gauss_params[name], reference.pipeline.model.gauss_params[name])
+        stocks = {}
+        for arm, (odin_views, odin_randomness) in STOCK_ARMS.items():
+            stock = stock_trainer(data, out / arm, 42 + seed)
+            copy_initial_gaussians(reference, stock)
+            stocks[arm] = (stock, Controlled(stock, odin_randomness), odin_views)
         seconds = {}
-        for arm, trainer in [*odins.items(), ("stock", None)]:
+        for arm, trainer in [*odins.items(), *((arm, None) for arm in stocks)]:
             started = time.time()
             for step in range(steps):
                 if trainer is None:
-                    controlled.run(step, views[step])
+                    _, controlled, odin_views = stocks[arm]
+                    controlled.run(step, views[step] if odin_views else None)
                 else:
                     run_step(trainer, step)
             if DEVICE == "cuda":
                 torch.cuda.synchronize()
             seconds[arm] = time.time() - started
-        for arm, trainer in [*odins.items(), ("stock", stock)]:
-            psnr = held_out_psnr(trainer, steps, drains=arm != "stock")
+        if seed == seeds[0]:
+            print(json.dumps({"odin_backgrounds": background_statistics(views, steps)}), flush=True)
+        trainers = {**odins, **{arm: stock for arm, (stock, _, _) in stocks.items()}}
+        for arm, trainer in trainers.items():
+            psnr = held_out_psnr(trainer, steps, drains=arm in odins)
             print(json.dumps({"seed": seed, "arm": arm, "steps": steps, "psnr": psnr, "seconds": seconds[arm],
                               "gaussians": trainer.pipeline.model.num_points}), flush=True)
 
