@@ -251,7 +251,7 @@ STOCK_ARMS = {"stock": (True, True), "stock-odin-views": (True, False), "stock-o
 def background_statistics(views, steps: int) -> dict:
     """What odin's per-(step, view) training backgrounds look like over ``steps``: per-channel mean and standard
     deviation (uniform: 0.5, 0.289), the channels' correlation, and successive steps' correlation (both about 0)."""
-    colours = torch.stack([odin_background(step, views[step]) for step in range(steps)]).double()
+    colours = torch.stack([odin_background(step, views[step]) for step in range(steps)]).double().cpu()
     centred = colours - colours.mean(0)
     channel_corr = torch.corrcoef(colours.T)
     lag = torch.corrcoef(torch.stack([centred[:-1].flatten(), centred[1:].flatten()]))[0, 1]
@@ -286,13 +286,13 @@ def ab(data: Path, steps: int, seeds):
             if DEVICE == "cuda":
                 torch.cuda.synchronize()
             seconds[arm] = time.time() - started
-        if seed == seeds[0]:
-            print(json.dumps({"odin_backgrounds": background_statistics(views, steps)}), flush=True)
         trainers = {**odins, **{arm: stock for arm, (stock, _, _) in stocks.items()}}
         for arm, trainer in trainers.items():
             psnr = held_out_psnr(trainer, steps, drains=arm in odins)
             print(json.dumps({"seed": seed, "arm": arm, "steps": steps, "psnr": psnr, "seconds": seconds[arm],
                               "gaussians": trainer.pipeline.model.num_points}), flush=True)
+        if seed == seeds[0]:
+            print(json.dumps({"odin_backgrounds": background_statistics(views, steps)}), flush=True)
 
 
 if __name__ == "__main__":
