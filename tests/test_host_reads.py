@@ -138,3 +138,25 @@ def test_native_stderr_is_captured_for_counting_and_written_back(capfd):
         os.write(2, b"something else\n")
     assert sum(SYNC_WARNING in line for line in lines) == 1 and "something else" in lines
     assert SYNC_WARNING in capfd.readouterr().err
+
+
+class _CyclicPlan:
+    """A plan whose rank 0 renders views 0, 1, 2, 3, 0, 1, ... one per step (4 units per epoch)."""
+
+    units_per_epoch = 4
+
+    def views_for(self, step: int, rank: int) -> list:
+        return [step % 4]
+
+
+def test_presized_warmup_lasts_until_every_counted_view_was_rendered_before():
+    """With presized intersections a view's first render is sized exactly (a host read): host-waits counts from the
+    first step whose counted views were all rendered earlier, never earlier than the warm-up asked for."""
+    from odin_ns.benchmarks.host_waits import steps_until_counted_views_rendered
+
+    plan = _CyclicPlan()
+    assert steps_until_counted_views_rendered(plan, warmup_steps=2, counted_steps=3) == 4  # views 0-3 seen by step 4
+    assert steps_until_counted_views_rendered(plan, warmup_steps=10, counted_steps=3) == 10
+    with pytest.raises(ValueError, match="first time"):
+        steps_until_counted_views_rendered(type("Never", (_CyclicPlan,), {"views_for": lambda self, s, r: [s]})(),
+                                           warmup_steps=2, counted_steps=1)

@@ -88,8 +88,9 @@ class HostWaitsCommand:
     out: Path = Path("outputs/host_waits")
     """Folder for the runs' nerfstudio outputs."""
     presized_intersections: bool = False
-    """Train with ``--pipeline.model.presized-intersections`` (the forward without gsplat's host read); the
-    warm-up must render every counted view at least once before (a view's first render is sized exactly)."""
+    """Train with ``--pipeline.model.presized-intersections`` (the forward without gsplat's host read). A view's
+    first render is sized exactly (a host read), so the warm-up is lengthened until every counted view has been
+    rendered before."""
 
     def main(self) -> None:
         if not torch.cuda.is_available():
@@ -97,13 +98,37 @@ class HostWaitsCommand:
         for views in self.views_per_rank:
             trainer = in_process_trainer(self.data, self.out / f"views{views}", "cuda", views,
                                          presized_intersections=self.presized_intersections)
-            for step in range(1, self.warmup_steps):
+            warmup = self.warmup_steps
+            if self.presized_intersections:
+                warmup = max(warmup, steps_until_counted_views_rendered(trainer.pipeline.datamanager.plan, warmup,
+                                                                        self.steps))
+            for step in range(1, warmup):
                 run_step(trainer, step)
             torch.cuda.synchronize()
-            sites = count_host_syncs(trainer, range(self.warmup_steps, self.warmup_steps + self.steps))
+            sites = count_host_syncs(trainer, range(warmup, warmup + self.steps))
             print(f"views per rank {views}: {sum(sites.values()) / self.steps:.1f} host syncs per step")
             for site, count in sites.most_common(20):
                 print(f"  {count / self.steps:.1f}  {site}")
+
+
+MAX_WARMUP_EPOCHS = 100
+"""Epochs after which a view still never rendered means the plan leaves it out (each epoch drops a random few)."""
+
+
+def steps_until_counted_views_rendered(plan, warmup_steps: int, counted_steps: int, rank: int = 0) -> int:
+    """The first step ``w >= warmup_steps`` such that every view ``rank`` renders in steps ``w .. w + counted_steps``
+    was rendered by it in some step ``0 .. w - 1``: with presized intersections the steps counted from ``w`` are
+    steady (no view's first render among them). Each epoch of the plan is a fresh shuffle, so at one view per step
+    this is about an epoch or more."""
+    rendered: set = set()
+    last_step = warmup_steps + MAX_WARMUP_EPOCHS * plan.units_per_epoch
+    for step in range(last_step):
+        if step >= warmup_steps:
+            counted = {view for s in range(step, step + counted_steps) for view in plan.views_for(s, rank)}
+            if counted <= rendered:
+                return step
+        rendered.update(plan.views_for(step, rank))
+    raise ValueError(f"rank {rank} still renders views for the first time after {MAX_WARMUP_EPOCHS} epochs")
 
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
