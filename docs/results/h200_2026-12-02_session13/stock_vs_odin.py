@@ -5,6 +5,7 @@ the training step itself. Not part of odin-ns. From the repository root (cup77 i
     python <this file> probe DATA            # one step from one state, at steps 0, 300 and 699 (refine at 700,
                                              # then five steps' losses)
     python <this file> ab DATA STEPS SEED..  # every arm trained STEPS steps per seed, held-out PSNR of each
+    python <this file> order DATA STEPS SEED..  # odin's rlg order against a plain shuffle, and stock
 
 ``probe`` copies odin's state (Gaussians, Adam moments and step, densification statistics; odin with dense Adam,
 stock's optimizer) into stock's model, runs one step of each on the same view and prints how far the two land apart.
@@ -72,9 +73,16 @@ def stock_trainer(data: Path, out: Path, seed: int):
     return trainer
 
 
-def odin_trainer(data: Path, out: Path, seed: int, adam: str):
-    torch.manual_seed(seed)
-    return in_process_trainer(data, out, DEVICE, runtime_options={"adam": adam}, num_downscales=DOWNSCALES)
+def odin_trainer(data: Path, out: Path, seed: int, adam: str, order: str = "rlg"):
+    from odin_ns.method_configs import odin_splatfacto
+
+    datamanager = odin_splatfacto.config.pipeline.datamanager  # in_process_trainer copies the registered config
+    default_order, datamanager.order = datamanager.order, order
+    try:
+        torch.manual_seed(seed)
+        return in_process_trainer(data, out, DEVICE, runtime_options={"adam": adam}, num_downscales=DOWNSCALES)
+    finally:
+        datamanager.order = default_order
 
 
 def odin_background(step: int, view: int) -> torch.Tensor:
@@ -295,9 +303,34 @@ def ab(data: Path, steps: int, seeds):
             print(json.dumps({"odin_backgrounds": background_statistics(views, steps)}), flush=True)
 
 
+def order(data: Path, steps: int, seeds):
+    """odin (Selective Adam) with its rlg view order and with a plain shuffle per epoch, beside stock on its own
+    views and draws, all from the same Gaussians."""
+    for seed in seeds:
+        out = Path(f"/tmp/stock_vs_odin/order{seed}")
+        odins = {f"odin-{name}": odin_trainer(data, out / name, seed, "selective", name) for name in ("rlg", "random")}
+        reference = odins["odin-rlg"]
+        for name in GAUSSIAN_GROUPS:
+            assert torch.equal(odins["odin-random"].pipeline.model.gauss_params[name], reference.pipeline.model.gauss_params[name])
+        stock = stock_trainer(data, out / "stock-own", 42 + seed)
+        copy_initial_gaussians(reference, stock)
+        controlled = Controlled(stock, odin_randomness=False)
+        for arm, trainer in odins.items():
+            for step in range(steps):
+                run_step(trainer, step)
+        for step in range(steps):
+            controlled.run(step, None)
+        for arm, trainer in [*odins.items(), ("stock-own", stock)]:
+            psnr = held_out_psnr(trainer, steps, drains=arm != "stock-own")
+            print(json.dumps({"seed": seed, "arm": arm, "steps": steps, "psnr": psnr,
+                              "gaussians": trainer.pipeline.model.num_points}), flush=True)
+
+
 if __name__ == "__main__":
     mode, data = sys.argv[1], Path(sys.argv[2])
     if mode == "probe":
         probe(data)
+    elif mode == "order":
+        order(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
     else:
         ab(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
