@@ -6,6 +6,7 @@ the training step itself. Not part of odin-ns. From the repository root (cup77 i
                                              # then five steps' losses)
     python <this file> ab DATA STEPS SEED..  # every arm trained STEPS steps per seed, held-out PSNR of each
     python <this file> order DATA STEPS SEED..  # odin's rlg order against a plain shuffle, and stock
+    python <this file> sequences DATA STEPS SEED..  # odin and stock, the seed also seeding the view sequence
 
 ``probe`` copies odin's state (Gaussians, Adam moments and step, densification statistics; odin with dense Adam,
 stock's optimizer) into stock's model, runs one step of each on the same view and prints how far the two land apart.
@@ -55,8 +56,9 @@ from odin_ns.strategy import morton_order  # noqa: E402
 STATISTICS = ("grad2d", "count", "radii")
 
 
-def stock_trainer(data: Path, out: Path, seed: int):
+def stock_trainer(data: Path, out: Path, seed: int, sampling_seed: int = 42):
     config = copy.deepcopy(method_configs["splatfacto"])
+    config.pipeline.datamanager.train_cameras_sampling_seed = sampling_seed  # its view shuffles (default 42)
     config.data = config.pipeline.datamanager.data = data
     config.pipeline.datamanager.dataparser = ColmapDataParserConfig(colmap_path=Path("sparse/0"), downscale_factor=1)
     config.output_dir, config.vis, config.machine.device_type, config.machine.seed = out, "tensorboard", DEVICE, seed
@@ -73,16 +75,18 @@ def stock_trainer(data: Path, out: Path, seed: int):
     return trainer
 
 
-def odin_trainer(data: Path, out: Path, seed: int, adam: str, order: str = "rlg"):
+def odin_trainer(data: Path, out: Path, seed: int, adam: str, order: str = "rlg", sampling_seed: int = 42):
+    """``sampling_seed`` seeds odin's plan (its view sequence), as ``train_cameras_sampling_seed`` does stock's."""
     from odin_ns.method_configs import odin_splatfacto
 
     datamanager = odin_splatfacto.config.pipeline.datamanager  # in_process_trainer copies the registered config
-    default_order, datamanager.order = datamanager.order, order
+    defaults = datamanager.order, datamanager.train_cameras_sampling_seed
+    datamanager.order, datamanager.train_cameras_sampling_seed = order, sampling_seed
     try:
         torch.manual_seed(seed)
         return in_process_trainer(data, out, DEVICE, runtime_options={"adam": adam}, num_downscales=DOWNSCALES)
     finally:
-        datamanager.order = default_order
+        datamanager.order, datamanager.train_cameras_sampling_seed = defaults
 
 
 def odin_background(step: int, view: int) -> torch.Tensor:
@@ -326,10 +330,32 @@ def order(data: Path, steps: int, seeds):
                               "gaussians": trainer.pipeline.model.num_points}), flush=True)
 
 
+def sequences(data: Path, steps: int, seeds):
+    """odin (defaults) and stock on their own views and draws, from the same Gaussians, with each seed also seeding
+    the view sequence (odin's plan, stock's shuffles: ``train_cameras_sampling_seed`` = 42 + seed); with the default
+    both keep one sequence whatever the machine seed."""
+    for seed in seeds:
+        out = Path(f"/tmp/stock_vs_odin/sequences{seed}")
+        odin = odin_trainer(data, out / "odin", seed, "selective", sampling_seed=42 + seed)
+        stock = stock_trainer(data, out / "stock-own", 42 + seed, sampling_seed=42 + seed)
+        copy_initial_gaussians(odin, stock)
+        controlled = Controlled(stock, odin_randomness=False)
+        for step in range(steps):
+            run_step(odin, step)
+        for step in range(steps):
+            controlled.run(step, None)
+        for arm, trainer in [("odin", odin), ("stock-own", stock)]:
+            psnr = held_out_psnr(trainer, steps, drains=arm == "odin")
+            print(json.dumps({"seed": seed, "sampling_seed": 42 + seed, "arm": arm, "steps": steps, "psnr": psnr,
+                              "gaussians": trainer.pipeline.model.num_points}), flush=True)
+
+
 if __name__ == "__main__":
     mode, data = sys.argv[1], Path(sys.argv[2])
     if mode == "probe":
         probe(data)
+    elif mode == "sequences":
+        sequences(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
     elif mode == "order":
         order(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
     else:
