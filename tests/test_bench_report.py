@@ -170,3 +170,15 @@ def test_an_evaluated_run_scores_the_held_out_views_after_its_last_step_only(tmp
     arguments = ("sync", 2, tmp_path, tmp_path / "out", 300, 0, ())
     assert eval_all_every(bench.training_command(*arguments, evaluate=True)) == "299"
     assert int(eval_all_every(bench.training_command(*arguments))) > 300
+
+
+def test_each_seed_also_seeds_the_view_sequence_of_stock_and_odin(tmp_path: Path):
+    """Both datamanagers shuffle views with train_cameras_sampling_seed (42 unless told), not the machine seed: a
+    bench's repetitions would otherwise all train on one view sequence per method, each method on its own."""
+    def sampling_seed(command: list) -> str:
+        return command[command.index("--pipeline.datamanager.train-cameras-sampling-seed") + 1]
+
+    for name in ("splatfacto", "sync"):
+        commands = [bench.training_command(name, 1, tmp_path, tmp_path / "out", 300, seed, ()) for seed in (0, 2)]
+        assert [sampling_seed(command) for command in commands] == ["42", "44"]
+        assert [command[command.index("--machine.seed") + 1] for command in commands] == ["42", "44"]

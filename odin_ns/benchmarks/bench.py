@@ -68,7 +68,9 @@ class BenchCommand:
     only), sync-one-bucket (sync with the fewest collectives per unit) and gsplat-distributed (gsplat's sharded
     multi-GPU training, CUDA only)."""
     seeds: int = 1
-    """Repetitions per configuration (machine seeds 42 + first_seed, 43 + first_seed, ...)."""
+    """Repetitions per configuration (seeds 42 + first_seed, 43 + first_seed, ...). A seed sets both the machine seed
+    and the view sequence (``train_cameras_sampling_seed``, which stock's and odin's datamanagers otherwise keep at 42
+    whatever the machine seed), so repetitions differ in the views' order as well."""
     first_seed: int = 0
     """Offset of the first repetition's seed: extends an earlier bench (same --out names runs apart) with more seeds."""
     stock: bool = True
@@ -233,7 +235,8 @@ def training_command(
         return [*launcher, "-m", "odin_ns.benchmarks.gsplat_distributed", "--data", str(data), "--output-dir",
                 str(out), "--steps", str(steps), "--seed", str(42 + seed)]
     common = ["--data", str(data), "--output-dir", str(out), "--max-num-iterations", str(steps),
-              "--machine.seed", str(42 + seed), "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
+              "--machine.seed", str(42 + seed), "--pipeline.datamanager.train-cameras-sampling-seed", str(42 + seed),
+              "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True",
               "--steps-per-eval-image", "1000000", "--steps-per-eval-all-images", str(steps - 1 if evaluate else 1000000),
               "--steps-per-eval-batch", "0",
               "--logging.steps-per-log", str(steps_per_log), "--logging.local-writer.enable", "False", *extra]
