@@ -190,6 +190,11 @@ class OdinPipeline(VanillaPipeline):
             if self.context.world_size == 1 and config.overlapped:
                 CONSOLE.log(f"one rank: nothing to overlap, {config.mode} runs as sync")
                 config = dataclasses.replace(config, mode="sync", read_scopes="measured")
+            if config.adam == "auto":  # resolved by the ranks of the run: a no-exchange replica holds one of them
+                config = dataclasses.replace(config, adam=config.resolved_adam(self.context.world_size))
+                if config.adam == "dense":
+                    CONSOLE.log("one rank: Adam steps every Gaussian, as stock splatfacto's "
+                                "(--pipeline.odin.adam selective: only those each step saw)")
             predictor = self._read_predictor(optimizers) if config.read_scopes == "predicted" else None
             gaussian_optimizers = {name: optimizers.optimizers[name] for name in GAUSSIAN_GROUPS}
             dense_params = [

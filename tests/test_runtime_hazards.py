@@ -197,6 +197,17 @@ def test_publication_must_not_happen_while_a_unit_graph_is_alive():
     assert torch.equal(view.grad, torch.full((5, 3), 4.0))
 
 
+def test_adam_auto_is_stocks_dense_adam_alone_and_selective_with_peers():
+    """One rank overlaps nothing, so it steps every row as stock splatfacto does; with peers every mode steps the
+    update scope (sync too, so quality-first keeps equalling sync). An explicit choice is kept whatever the ranks."""
+    assert RuntimeConfig().adam == "auto"
+    assert RuntimeConfig().resolved_adam(1) == "dense"
+    assert RuntimeConfig().resolved_adam(2) == "selective"
+    assert RuntimeConfig(mode="sync").resolved_adam(4) == "selective"
+    assert RuntimeConfig(adam="selective").resolved_adam(1) == "selective"
+    assert RuntimeConfig(mode="sync", adam="dense").resolved_adam(4) == "dense"
+
+
 def test_runtime_config_and_environment_errors_name_the_problem():
     with pytest.raises(ValueError, match="mode must be one of"):
         RuntimeConfig(mode="hogwild")

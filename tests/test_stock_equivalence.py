@@ -2,15 +2,16 @@
 
 Odin replaces the optimizer step with its runtime's publication (packed tables, per-column learning rates, staged
 gradients), the loss's inputs with views built once per unit, and the renders with private views of the Gaussians.
-On one rank with ``--pipeline.odin.adam dense`` none of that may change what is learnt: the same views in the same
-order must give the same Gaussians and Adam moments as splatfacto's loop (zero the gradients, forward, backward,
-``torch.optim.Adam`` per group, schedulers, then the callbacks that densify). With the default Selective Adam it must
-step exactly the rows the step's render saw, as torch Adam's update written out on those rows would.
+On one rank, where the default ``--pipeline.odin.adam auto`` is stock's dense Adam, none of that may change what is
+learnt: the same views in the same order must give the same Gaussians and Adam moments as splatfacto's loop (zero the
+gradients, forward, backward, ``torch.optim.Adam`` per group, schedulers, then the callbacks that densify). With
+Selective Adam (the default on several ranks) it must step exactly the rows the step's render saw, as torch Adam's
+update written out on those rows would.
 
-The equality is bitwise for the first steps only. From the fifth step on the tiny scene, the gradients of Gaussians
-that barely touch a pixel (values near 1e-11) differ between the two at rounding level, and Adam with splatfacto's
-eps of 1e-15 turns such a gradient into a step of about the full learning rate whatever its size, so the two runs
-part by up to a learning rate on those rows (docs/results.md, twelfth session). This test stops before that step.
+The equality is bitwise for the first steps only. From the fourth or fifth step on the tiny scene (by machine), the
+gradients of Gaussians that barely touch a pixel (values near 1e-11) differ between the two at rounding level, and
+Adam with splatfacto's eps of 1e-15 turns such a gradient into a step of about the full learning rate whatever its
+size, so the two runs part by up to a learning rate on those rows (docs/results.md, twelfth session). This test stops before that step.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from nerfstudio.engine.callbacks import TrainingCallbackLocation
 from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
 from odin_ns.gaussians import GAUSSIAN_GROUPS
 
-EQUAL_STEPS = 4
-"""Steps 0-3 (the opacity reset of step 0 among them) agree bitwise on the tiny scene."""
+EQUAL_STEPS = 3
+"""Steps 0-2 (the opacity reset of step 0 among them) agree bitwise on the tiny scene. The fourth step agreed on the
+machine this test was written on and parts on another (the rounding of the reductions differs between machines)."""
 SELECTIVE_EQUAL_STEPS = 3
 """Steps 0-2 agree bitwise with the hand-written Selective Adam (its gathered rows round differently later)."""
 
@@ -102,8 +104,9 @@ def test_one_rank_sync_step_learns_what_nerfstudios_loop_with_torch_adam_learns(
     trainers = []
     for name in ("odin", "plain"):
         torch.manual_seed(0)  # splatfacto's random quaternions
-        trainers.append(in_process_trainer(tiny_scene, tmp_path / name, "cpu", runtime_options={"adam": "dense"}))
+        trainers.append(in_process_trainer(tiny_scene, tmp_path / name, "cpu"))
     odin, plain = trainers
+    assert odin.pipeline.config.odin.adam == "auto"  # the default, dense on one rank
     with_torch_adam(plain)
     for step in range(EQUAL_STEPS):
         run_step(odin, step)
@@ -118,12 +121,12 @@ def test_one_rank_sync_step_learns_what_nerfstudios_loop_with_torch_adam_learns(
 
 @pytest.mark.slow
 def test_one_rank_sync_step_with_selective_adam_steps_exactly_the_rows_its_render_saw(tiny_scene: Path, tmp_path: Path):
-    """The default Selective Adam against the same loop with Adam written out on the visible rows only: which rows a
-    step updates (its update scope, what every overlapped mode relies on), and how."""
+    """Selective Adam against the same loop with Adam written out on the visible rows only: which rows a step updates
+    (its update scope, what every overlapped mode relies on), and how."""
     trainers = []
     for name in ("odin", "written-out"):
         torch.manual_seed(0)
-        trainers.append(in_process_trainer(tiny_scene, tmp_path / name, "cpu"))
+        trainers.append(in_process_trainer(tiny_scene, tmp_path / name, "cpu", runtime_options={"adam": "selective"}))
     odin, written_out = trainers
     assert odin.pipeline.config.odin.adam == "selective"
     for step in range(SELECTIVE_EQUAL_STEPS):
