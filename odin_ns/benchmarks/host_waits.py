@@ -64,13 +64,15 @@ def in_process_trainer(
     return trainer
 
 
-def run_step(trainer, step: int) -> None:
-    """One step as nerfstudio's training loop runs it, callbacks included (the densification strategy's among them)."""
+def run_step(trainer, step: int):
+    """One step as nerfstudio's training loop runs it, callbacks included (the densification strategy's among them);
+    returns ``train_iteration``'s (loss, loss dict, metrics dict)."""
     for callback in trainer.callbacks:
         callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-    trainer.train_iteration(step)
+    outputs = trainer.train_iteration(step)
     for callback in trainer.callbacks:
         callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
+    return outputs
 
 
 @dataclass

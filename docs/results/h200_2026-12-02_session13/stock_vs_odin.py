@@ -46,7 +46,6 @@ if DRY:
 
 from nerfstudio.configs.method_configs import method_configs  # noqa: E402
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig  # noqa: E402
-from nerfstudio.engine.callbacks import TrainingCallbackLocation  # noqa: E402
 
 from odin_ns.benchmarks.host_waits import in_process_trainer, run_step  # noqa: E402
 from odin_ns.gaussians import GAUSSIAN_GROUPS  # noqa: E402
@@ -133,23 +132,12 @@ class Controlled:
         if view is None:
             view = int(self.views_from(step)[0].metadata["cam_idx"])
         self.step, self.view = step, view
-        trainer = self.trainer
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-        loss = trainer.train_iteration(step)[0]
-        for callback in trainer.callbacks:
-            callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
-        return float(loss)
+        return float(run_step(self.trainer, step)[0])
 
 
 def odin_step(trainer, step: int) -> float:
     """run_step, returning the step's loss."""
-    for callback in trainer.callbacks:
-        callback.run_callback_at_location(step, location=TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
-    loss = trainer.train_iteration(step)[0]
-    for callback in trainer.callbacks:
-        callback.run_callback_at_location(step, location=TrainingCallbackLocation.AFTER_TRAIN_ITERATION)
-    return float(loss)
+    return float(run_step(trainer, step)[0])
 
 
 def served_views(odin):
