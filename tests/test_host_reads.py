@@ -14,6 +14,7 @@ with torch's CUDA sync debug mode.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -149,14 +150,35 @@ class _CyclicPlan:
         return [step % 4]
 
 
-def test_presized_warmup_lasts_until_every_counted_view_was_rendered_before():
-    """With presized intersections a view's first render is sized exactly (a host read): host-waits counts from the
-    first step whose counted views were all rendered earlier, never earlier than the warm-up asked for."""
-    from odin_ns.benchmarks.host_waits import steps_until_counted_views_rendered
+def test_presized_warmup_lasts_until_every_counted_view_has_a_count_on_the_host():
+    """With presized intersections a view is sized exactly (a host read) until the count of an earlier render has
+    reached the host, ``lag`` renders after it: host-waits counts from the first step whose counted views all have
+    one, training from step 0, never earlier than the warm-up asked for."""
+    from odin_ns.benchmarks.host_waits import steps_until_counted_views_sized_ahead
 
     plan = _CyclicPlan()
-    assert steps_until_counted_views_rendered(plan, warmup_steps=2, counted_steps=3) == 4  # views 0-3 seen by step 4
-    assert steps_until_counted_views_rendered(plan, warmup_steps=10, counted_steps=3) == 10
-    with pytest.raises(ValueError, match="first time"):
-        steps_until_counted_views_rendered(type("Never", (_CyclicPlan,), {"views_for": lambda self, s, r: [s]})(),
-                                           warmup_steps=2, counted_steps=1)
+    assert steps_until_counted_views_sized_ahead(plan, warmup_steps=2, counted_steps=3) == 4  # views 0-3 seen by 4
+    assert steps_until_counted_views_sized_ahead(plan, warmup_steps=10, counted_steps=3) == 10
+    twice = type("Twice", (_CyclicPlan,), {"units_per_epoch": 6, "views_for": lambda self, s, r: [s // 2 % 3]})()
+    # views 0, 0, 1, 1, 2, 2, 0, ...: view 1 is first rendered at step 2, so at step 3 it has no count yet with lag 2
+    assert steps_until_counted_views_sized_ahead(twice, warmup_steps=2, counted_steps=1, lag=0) == 3
+    assert steps_until_counted_views_sized_ahead(twice, warmup_steps=2, counted_steps=1, lag=2) == 6
+    with pytest.raises(ValueError, match="without a count"):
+        steps_until_counted_views_sized_ahead(type("Never", (_CyclicPlan,), {"views_for": lambda self, s, r: [s]})(),
+                                              warmup_steps=2, counted_steps=1)
+
+
+def test_host_waits_warm_up_trains_from_step_0(monkeypatch, tmp_path: Path):
+    """The warm-up trains the steps the presized warm-up assumes rendered: 0 .. w - 1, as nerfstudio's loop does
+    (step 0's views are otherwise first rendered among the counted steps, a host read counted as a steady one)."""
+    from odin_ns.benchmarks import host_waits
+
+    trained, counted = [], []
+    trainer = type("Trainer", (), {"pipeline": type("P", (), {"datamanager": type("D", (), {"plan": _CyclicPlan()})})})
+    monkeypatch.setattr(host_waits.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(host_waits.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(host_waits, "in_process_trainer", lambda *args, **kwargs: trainer)
+    monkeypatch.setattr(host_waits, "run_step", lambda trainer, step: trained.append(step))
+    monkeypatch.setattr(host_waits, "count_host_syncs", lambda trainer, steps: counted.extend(steps) or Counter())
+    host_waits.HostWaitsCommand(data=tmp_path, warmup_steps=2, steps=3, presized_intersections=True).main()
+    assert trained == [0, 1, 2, 3] and counted == [4, 5, 6]

@@ -33,6 +33,7 @@ import tyro
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
 from odin_ns.method_configs import odin_splatfacto
+from odin_ns.rendering.presized import COUNT_LAG
 
 
 def in_process_trainer(
@@ -91,8 +92,8 @@ class HostWaitsCommand:
     """Folder for the runs' nerfstudio outputs."""
     presized_intersections: bool = False
     """Train with ``--pipeline.model.presized-intersections`` (the forward without gsplat's host read). A view's
-    first render is sized exactly (a host read), so the warm-up is lengthened until every counted view has been
-    rendered before."""
+    render is sized exactly (a host read) until its count from an earlier render has reached the host, so the
+    warm-up is lengthened until every counted view has one."""
 
     def main(self) -> None:
         if not torch.cuda.is_available():
@@ -102,9 +103,8 @@ class HostWaitsCommand:
                                          presized_intersections=self.presized_intersections)
             warmup = self.warmup_steps
             if self.presized_intersections:
-                warmup = max(warmup, steps_until_counted_views_rendered(trainer.pipeline.datamanager.plan, warmup,
-                                                                        self.steps))
-            for step in range(1, warmup):
+                warmup = steps_until_counted_views_sized_ahead(trainer.pipeline.datamanager.plan, warmup, self.steps)
+            for step in range(warmup):  # from step 0, as nerfstudio's training loop
                 run_step(trainer, step)
             torch.cuda.synchronize()
             sites = count_host_syncs(trainer, range(warmup, warmup + self.steps))
@@ -114,23 +114,28 @@ class HostWaitsCommand:
 
 
 MAX_WARMUP_EPOCHS = 100
-"""Epochs after which a view still never rendered means the plan leaves it out (each epoch drops a random few)."""
+"""Epochs after which a view still without a count means the plan leaves it out (each epoch drops a random few)."""
 
 
-def steps_until_counted_views_rendered(plan, warmup_steps: int, counted_steps: int, rank: int = 0) -> int:
-    """The first step ``w >= warmup_steps`` such that every view ``rank`` renders in steps ``w .. w + counted_steps``
-    was rendered by it in some step ``0 .. w - 1``: with presized intersections the steps counted from ``w`` are
-    steady (no view's first render among them). Each epoch of the plan is a fresh shuffle, so at one view per step
-    this is about an epoch or more."""
-    rendered: set = set()
+def steps_until_counted_views_sized_ahead(
+    plan, warmup_steps: int, counted_steps: int, lag: int = COUNT_LAG, rank: int = 0
+) -> int:
+    """The first step ``w >= warmup_steps`` such that, trained from step 0, every view ``rank`` renders at a counted
+    step ``t`` (``w <= t < w + counted_steps``) has its intersection count on the host by then: it was rendered at
+    some step ``<= t - 1 - lag``, since the budget adopts a render's count ``lag`` renders later. A view without one
+    is sized exactly, with gsplat's host read, so the steps counted from ``w`` are steady. Each epoch of the plan is a
+    fresh shuffle, so at one view per step this is about an epoch or more."""
+    first_render: dict = {}
     last_step = warmup_steps + MAX_WARMUP_EPOCHS * plan.units_per_epoch
     for step in range(last_step):
-        if step >= warmup_steps:
-            counted = {view for s in range(step, step + counted_steps) for view in plan.views_for(s, rank)}
-            if counted <= rendered:
-                return step
-        rendered.update(plan.views_for(step, rank))
-    raise ValueError(f"rank {rank} still renders views for the first time after {MAX_WARMUP_EPOCHS} epochs")
+        if step >= warmup_steps and all(
+            first_render.get(view, t) <= t - 1 - lag
+            for t in range(step, step + counted_steps) for view in plan.views_for(t, rank)
+        ):
+            return step
+        for view in plan.views_for(step, rank):
+            first_render.setdefault(view, step)
+    raise ValueError(f"rank {rank} still renders views without a count after {MAX_WARMUP_EPOCHS} epochs")
 
 
 SYNC_WARNING = "called a synchronizing CUDA operation"

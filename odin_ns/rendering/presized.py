@@ -46,6 +46,10 @@ ROUND_TO = 1 << 16
 """Capacities are multiples of this many slots, so that a view's buffers keep their size while its count drifts
 (the caching allocator then hands back the same blocks)."""
 
+COUNT_LAG = 2
+"""Renders between a render and the adoption of its count: by then the non-blocking copy has long completed, so
+adopting it does not wait for the GPU."""
+
 
 def tile_key_bits(n_cameras: int, tile_width: int, tile_height: int) -> int:
     """Bits of a tile id in an intersection key over the grid extended by one padding row (what gsplat's offset
@@ -118,7 +122,7 @@ class IntersectionBudget:
     A render's per-camera counts reach the host by a non-blocking copy and are adopted ``lag`` renders later, whatever
     the timing, so the capacities (and with them every render) are the same from run to run."""
 
-    def __init__(self, headroom: float = 0.25, lag: int = 2, max_keys: int = 8192):
+    def __init__(self, headroom: float = 0.25, lag: int = COUNT_LAG, max_keys: int = 8192):
         if headroom < 0 or lag < 1 or max_keys < 1:
             raise ValueError(f"headroom must be >= 0, lag and max_keys >= 1, got {headroom}, {lag}, {max_keys}")
         self.headroom = headroom
