@@ -156,8 +156,12 @@ def test_packing_moves_params_and_moments_into_one_table_of_views():
     state = optimizers["means"].state[params["means"]]
     assert torch.equal(state["exp_avg"], moment) and torch.equal(state["exp_avg_sq"], moment.abs()) and state["step"] == 4
     assert torch.equal(packed.exp_avg[:, :3], moment) and not packed.exp_avg[:, 3:].any()
-    table, views = packed.gradient_table()
-    assert table.shape == (6, 10) and not table.any() and views["features"].shape == (6, 2, 3)
+    features = torch.randn(6, 5, 3)[:, 1:3]  # a strided gradient, as the backward of a concatenation hands out
+    table, views = packed.gradient_table({"means": None, "features": features, "opacities": torch.ones(6)})
+    assert table.shape == (6, 10) and table.is_contiguous() and views["features"].shape == (6, 2, 3)
+    assert not table[:, :3].any() and torch.equal(views["features"], features) and torch.equal(table[:, 9], torch.ones(6))
+    with pytest.raises(ValueError, match="the gradient of 'opacities' is"):
+        packed.gradient_table({"opacities": torch.ones(5)})
 
 
 def test_scope_of_rejects_masks_of_the_wrong_kind():
@@ -170,27 +174,25 @@ def test_scope_of_rejects_masks_of_the_wrong_kind():
 
 def test_shadow_views_read_the_shared_storage_and_stage_gradients_privately():
     shared = {"means": torch.nn.Parameter(torch.ones(5, 3)), "unused": torch.nn.Parameter(torch.ones(5, 1))}
-    table = torch.zeros(5, 4)
-    views = shadow_views(shared, {"means": table[:, :3], "unused": table[:, 3:]})
+    views = shadow_views(shared)
     assert views["means"].data_ptr() == shared["means"].data_ptr()
     (2 * views["means"]).sum().backward()
     staged = staged_gradients(views)
     assert shared["means"].grad is None
-    assert torch.equal(staged["means"], torch.full((5, 3), 2.0)) and torch.equal(table[:, :3], staged["means"])
-    assert torch.equal(staged["unused"], torch.zeros(5, 1))
+    assert torch.equal(staged["means"], torch.full((5, 3), 2.0)) and staged["unused"] is None
 
 
 def test_publication_must_not_happen_while_a_unit_graph_is_alive():
     """Why the runtime publishes only before a unit's forward or after its backward: views share the version
     counter of the shared tensor, so an in-place publication in between breaks the unit's backward."""
     shared = torch.nn.Parameter(torch.ones(5, 3))
-    view = shadow_views({"means": shared}, {"means": torch.zeros(5, 3)})["means"]
+    view = shadow_views({"means": shared})["means"]
     loss = (view * view).sum()
     with torch.no_grad():
         shared.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
-    view = shadow_views({"means": shared}, {"means": torch.zeros(5, 3)})["means"]
+    view = shadow_views({"means": shared})["means"]
     (view * view).sum().backward()
     with torch.no_grad():
         shared.add_(1.0)

@@ -325,15 +325,14 @@ class OdinRuntime:
         parameters' too: a re-run replaces the first run's, never adds to them."""
         for param in self.dense_params:
             param.grad = None
-        gradient_table, gradients = self.packed.gradient_table()
-        views = shadow_views(self._params, gradients)
+        views = shadow_views(self._params)
         start = self._clock.now()
         loss, visible = compute_fn(views)
         trace.add_span(span, start, self._clock.now())
         staged = staged_gradients(views)
-        if any(staged[name] is not gradients[name] for name in gradients):
-            raise ValueError("compute_fn replaced a shadow view's .grad: it must accumulate into the one it was given")
-        check_private_staging(staged, self._params, in_flight_buffers)
+        check_private_staging({name: grad for name, grad in staged.items() if grad is not None}, self._params,
+                              in_flight_buffers)
+        gradient_table, gradients = self.packed.gradient_table(staged)
         return loss, visible, (gradient_table, gradients)
 
     def _average_dense_gradients(self, unit_id: int) -> None:

@@ -8,9 +8,11 @@ gsplat's densification and the optimizers see are views of it. What that buys, p
 * publication is one fused Adam launch over every column, each column group at its own learning rate and eps;
 * the NaN/Inf watch is one reduction over the table.
 
-A unit's gradients land in the table because its shadow views are handed zeroed ``.grad`` views of a fresh table
-before the backward: autograd then accumulates into them in place. gsplat's densification operations replace the
-parameters with new tensors; the runtime packs them again at the structural barrier (``OdinRuntime.rebind``).
+A unit's gradients are packed into a fresh table after its backward, in one concatenation: autograd hands each
+shadow view the gradient its backward produced (stolen, not copied, where the layout allows), so nothing zeroes a
+table first or accumulates into its strided column views (an uncoalesced read-modify-write per parameter group).
+gsplat's densification operations replace the parameters with new tensors; the runtime packs them again at the
+structural barrier (``OdinRuntime.rebind``).
 """
 
 from __future__ import annotations
@@ -53,9 +55,6 @@ class ColumnLayout:
         rows = table.shape[0]
         return {name: table[:, lo:hi].view(rows, *self.row_shapes[name]) for name, (lo, hi) in self.spans.items()}
 
-    def table_like(self, table: torch.Tensor) -> torch.Tensor:
-        return torch.zeros(table.shape[0], self.width, dtype=table.dtype, device=table.device)
-
     def group_of_column(self) -> list[int]:
         """The index (in ``spans`` order) of the name owning each column."""
         return [index for index, (lo, hi) in enumerate(self.spans.values()) for _ in range(lo, hi)]
@@ -70,9 +69,19 @@ class PackedGaussians:
     exp_avg: torch.Tensor
     exp_avg_sq: torch.Tensor
 
-    def gradient_table(self) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """A zeroed gradient table for one unit and its per-name views."""
-        table = self.layout.table_like(self.params)
+    def gradient_table(self, gradients: Mapping[str, torch.Tensor | None]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """One unit's ``gradients`` (each name's [N, ...] gradient, None where its backward produced none: zeros)
+        copied into a fresh table, and the table's per-name views."""
+        rows = self.params.shape[0]
+        zero = self.params.new_zeros(())
+        columns = []
+        for name, (lo, hi) in self.layout.spans.items():
+            gradient = gradients.get(name)
+            if gradient is not None and gradient.shape != (rows, *self.layout.row_shapes[name]):
+                raise ValueError(f"the gradient of '{name}' is {tuple(gradient.shape)}, its parameter "
+                                 f"{(rows, *self.layout.row_shapes[name])}")
+            columns.append(zero.expand(rows, hi - lo) if gradient is None else gradient.reshape(rows, hi - lo))
+        table = torch.cat(columns, dim=1)
         return table, self.layout.views(table)
 
 
