@@ -146,11 +146,8 @@ def test_packed_adam_step_equals_each_group_stepped_alone(case, n, fraction, row
     one call is bitwise the table whose groups were each stepped by ``selective_adam_step`` on their own."""
     backend, device = case
     rng = np.random.default_rng(n + 11)
-    widths = (3, 3, 4, 3, 45, 1)
-    edges = np.cumsum((0, *widths))
-    columns = [K.ColumnGroup(int(lo), int(hi), lr, eps) for lo, hi, lr, eps in
-               zip(edges[:-1], edges[1:], (1.6e-4, 5e-3, 1e-3, 2.5e-3, 1.25e-4, 0.05), (1e-15, 1e-15, 1e-8, 1e-15, 1e-6, 1e-15))]
-    arrays = [rng.standard_normal((n, edges[-1])).astype(np.float32) for _ in range(3)] + [rng.random((n, edges[-1])).astype(np.float32)]
+    columns = _splatfacto_columns(scale=1.0)
+    arrays = [rng.standard_normal((n, 59)).astype(np.float32) for _ in range(3)] + [rng.random((n, 59)).astype(np.float32)]
     rows = to_device_bitmap(random_mask(rng, (n,), fraction), device)
     row_range = None if row_range is None else (n // 3, n - n // 4)
     packed = [torch.from_numpy(a.copy()).to(device) for a in arrays]
@@ -160,6 +157,44 @@ def test_packed_adam_step_equals_each_group_stepped_alone(case, n, fraction, row
         K.selective_adam_step(*alone, rows, group.lr, 0.9, 0.999, group.eps, 3, row_range=row_range, backend=backend)
         for got, want in zip(packed, alone):
             assert torch.equal(got[:, group.lo : group.hi], want), f"columns {group.lo}-{group.hi} differ"
+
+
+def _splatfacto_columns(scale: float) -> list:
+    widths = (3, 3, 4, 3, 45, 1)
+    edges = np.cumsum((0, *widths))
+    rates = (1.6e-4, 5e-3, 1e-3, 2.5e-3, 1.25e-4, 0.05)
+    return [K.ColumnGroup(int(lo), int(hi), lr * scale, eps) for lo, hi, lr, eps in
+            zip(edges[:-1], edges[1:], rates, (1e-15, 1e-15, 1e-8, 1e-15, 1e-6, 1e-15))]
+
+
+@pytest.mark.parametrize("selective", [True, False], ids=["selective", "dense"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=_gpu)])
+def test_packed_adam_replayed_from_a_cuda_graph_is_bitwise_the_launched_step(device, selective):
+    """A run of steps through ``PackedAdam(capture=True)`` (a graph captured at the second launch over the same
+    operands and replayed after, each replay with that step's learning rates and bias corrections) ends bitwise
+    where launching every step ends; new operands (another gradient table, another row range) get their own graph.
+    On the CPU nothing is captured and every step is launched."""
+    n, rng = 3001, np.random.default_rng(5)
+    arrays = [rng.standard_normal((n, 59)).astype(np.float32) for _ in range(2)] + [rng.random((n, 59)).astype(np.float32)]
+    launched = [torch.from_numpy(a.copy()).to(device) for a in arrays]
+    replayed = [torch.from_numpy(a.copy()).to(device) for a in arrays]
+    rows = to_device_bitmap(random_mask(rng, (n,), 0.3), device) if selective else None
+    grads = [torch.from_numpy(rng.standard_normal((n, 59)).astype(np.float32)).to(device) for _ in range(2)]
+    adam = K.PackedAdam(capture=True)
+    plan = [(grads[0], (0, n))] * 4 + [(grads[1], (0, n))] * 3 + [(grads[1], (100, 2000))] * 2
+    for step, (grad, row_range) in enumerate(plan, start=1):
+        grad.mul_(0.9).add_(0.01 * step)  # in place: the captured graph must read this step's gradients
+        columns = _splatfacto_columns(scale=0.97**step)  # a scheduler moving the learning rates
+        K.packed_adam_step(launched[0], grad, *launched[1:], rows, columns, 0.9, 0.999, step, row_range)
+        adam.step(replayed[0], grad, *replayed[1:], rows, columns, 0.9, 0.999, step, row_range)
+        for got, want in zip(replayed, launched):
+            assert torch.equal(got, want), f"step {step} differs"
+    expected = (3, 9 - 3) if device == "cuda" else (0, 0)  # each operand set: launched once, then captured
+    assert (adam.captures, adam.replays) == expected
+    off = K.PackedAdam(capture=False)
+    for step in (1, 2, 3):
+        off.step(replayed[0], grads[0], *replayed[1:], rows, _splatfacto_columns(1.0), 0.9, 0.999, step, (0, n))
+    assert (off.captures, off.replays) == (0, 0)
 
 
 def test_packed_adam_step_rejects_columns_that_do_not_tile_the_table():

@@ -38,11 +38,12 @@ ODIN_VARIANTS = {
     "quality-first-predicted-presized": ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes",
                                          "predicted", "--pipeline.model.presized-intersections", "True"),
     "sync-one-bucket": ("--pipeline.odin.mode", "sync", "--pipeline.odin.min-buckets", "1"),
+    "sync-launched-publication": ("--pipeline.odin.mode", "sync", "--pipeline.odin.captured-publication", "False"),
 }
 """Odin configurations beyond the modes, by name: quality-first deciding its windows from predicted read scopes;
 sync with each rank stepping the Adam state of 1/W of the rows; either with tile intersections sized ahead (a
 forward with no host read); sync with its exchange in as few buckets as ``bucket-mb`` allows (fewer collectives per
-unit)."""
+unit); sync launching every publication instead of replaying it from a CUDA graph."""
 ODIN_CONFIGURATIONS = (*MODES, *ODIN_VARIANTS)
 ITERATION_TIME_TAG = "Train Iter (time)"
 QUALITY_METRICS = {"psnr": min, "ssim": min, "lpips": max}
@@ -65,7 +66,8 @@ class BenchCommand:
     """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first,
     no-exchange), quality-first-predicted (quality-first with predicted read scopes), sync-sharded (sync with a
     sharded optimizer), sync-presized and quality-first-predicted-presized (tile intersections sized ahead, gsplat
-    only), sync-one-bucket (sync with the fewest collectives per unit) and gsplat-distributed (gsplat's sharded
+    only), sync-one-bucket (sync with the fewest collectives per unit), sync-launched-publication (sync without the
+    publication's CUDA graph) and gsplat-distributed (gsplat's sharded
     multi-GPU training, CUDA only)."""
     seeds: int = 1
     """Repetitions per configuration (seeds 42 + first_seed, 43 + first_seed, ...). A seed sets both the machine seed

@@ -6,7 +6,7 @@ otherwise. Force one with ``backend="triton"|"torch"`` or the ``ODIN_KERNELS`` e
 
 import torch
 
-from odin_ns.kernels.adam import ColumnGroup, packed_adam_step, selective_adam_step
+from odin_ns.kernels.adam import ColumnGroup, PackedAdam, packed_adam_step, selective_adam_step
 from odin_ns.kernels.bitmap import (
     BITS_PER_WORD,
     bitmap_and,
@@ -45,6 +45,7 @@ __all__ = [
     "num_words",
     "overlap_ratio",
     "packed_adam_step",
+    "PackedAdam",
     "pack_bitmap",
     "record_nonfinite_columns",
     "record_rows_outside_buckets",

@@ -6,6 +6,7 @@ a unit publish its update scope while other units still read the rest of the mod
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -144,6 +145,46 @@ class ColumnGroup(NamedTuple):
     eps: float
 
 
+def _check_columns(columns: Sequence[ColumnGroup], width: int) -> None:
+    covered = sorted((group.lo, group.hi) for group in columns)
+    if [lo for lo, _ in covered] != [0, *(hi for _, hi in covered[:-1])] or covered[-1][1] != width:
+        raise ValueError(f"column groups {covered} do not tile the {width} columns")
+
+
+def packed_adam_hyper(
+    columns: Sequence[ColumnGroup], width: int, beta1: float, beta2: float, step: int
+) -> torch.Tensor:
+    """What a packed launch reads from device memory at step ``step`` (a host fp32 tensor, pinned where CUDA is
+    available): each column's -lr / (1 - beta1^t), each column's eps, then sqrt(1 - beta2^t). Formed in double
+    precision, as torch Adam and the scalar path form them, and rounded to fp32 once."""
+    bias_correction1 = 1 - beta1**step
+    values = [0.0] * (2 * width + 1)
+    for group in columns:
+        values[group.lo : group.hi] = [-(group.lr / bias_correction1)] * (group.hi - group.lo)
+        values[width + group.lo : width + group.hi] = [group.eps] * (group.hi - group.lo)
+    values[2 * width] = (1 - beta2**step) ** 0.5
+    return torch.tensor(values, dtype=torch.float32, pin_memory=torch.cuda.is_available())
+
+
+def _launch_packed_adam(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    rows: torch.Tensor | None,
+    beta1: float,
+    beta2: float,
+    lo: int,
+    hi: int,
+    hyper: torch.Tensor,
+) -> None:
+    """The Triton launch, its step-dependent values all read from ``hyper`` on the device (the scalars it also takes
+    are unused with it): one launch serves every step, so a CUDA graph can capture it."""
+    triton_kernels().selective_adam_step(
+        param, grad, exp_avg, exp_avg_sq, rows, 0.0, beta1, beta2, 0.0, 1, lo, hi, column_hyper=hyper
+    )
+
+
 @torch.no_grad()
 def packed_adam_step(
     param: torch.Tensor,
@@ -163,25 +204,103 @@ def packed_adam_step(
     column slice."""
     if param.dim() != 2:
         raise ValueError(f"packed_adam_step needs a [N, C] table, got {tuple(param.shape)}")
-    covered = sorted((group.lo, group.hi) for group in columns)
-    if [lo for lo, _ in covered] != [0, *(hi for _, hi in covered[:-1])] or covered[-1][1] != param.shape[1]:
-        raise ValueError(f"column groups {covered} do not tile the {param.shape[1]} columns")
+    _check_columns(columns, param.shape[1])
     lo, hi = _checked_step(param, grad, exp_avg, exp_avg_sq, rows, step, row_range)
     if resolve_backend(backend, param) == "triton":
-        bias_correction1 = 1 - beta1**step
-        per_column = [0.0] * (2 * param.shape[1])
-        for group in columns:  # in double precision, as the scalar path forms them, rounded to fp32 once
-            per_column[group.lo : group.hi] = [-(group.lr / bias_correction1)] * (group.hi - group.lo)
-            per_column[param.shape[1] + group.lo : param.shape[1] + group.hi] = [group.eps] * (group.hi - group.lo)
-        host = torch.tensor(per_column, dtype=torch.float32, pin_memory=param.is_cuda)
-        neg_step_sizes, eps = host.to(param.device, non_blocking=True).view(2, -1)
-        triton_kernels().selective_adam_step(
-            param, grad.contiguous(), exp_avg, exp_avg_sq, rows, 0.0, beta1, beta2, 0.0, step, lo, hi,
-            column_neg_step_sizes=neg_step_sizes, column_eps=eps,
-        )
+        hyper = packed_adam_hyper(columns, param.shape[1], beta1, beta2, step).to(param.device, non_blocking=True)
+        _launch_packed_adam(param, grad.contiguous(), exp_avg, exp_avg_sq, rows, beta1, beta2, lo, hi, hyper)
         return
     for group in columns:
         _torch_adam_rows(
             *(t[:, group.lo : group.hi] for t in (param, grad, exp_avg, exp_avg_sq)), rows, group.lr, beta1, beta2,
             group.eps, step, lo, hi,
         )
+
+
+class PackedAdam:
+    """``packed_adam_step`` for a caller that steps the same tables again and again (a training run's publications):
+    with ``capture`` on CUDA, a launch whose operands (tables, row bitmap, row range, betas) come back a second time
+    is captured in a CUDA graph and replayed from then on, its step-dependent values copied to the device first.
+
+    A replay costs the host a copy and a graph launch instead of the argument checks and Triton's launcher, which in
+    a host-bound step is time the GPU waits. The graphs are keyed by the operands' addresses and shapes, so a graph
+    only ever replays over the tensors it was captured with; the least recently used of ``MAX_GRAPHS`` is dropped.
+    """
+
+    MAX_GRAPHS = 4
+    MAX_SIGHTINGS = 64
+
+    def __init__(self, capture: bool):
+        self.capture = capture
+        """Replay repeated launches from CUDA graphs (CUDA with Triton only; elsewhere every step is launched)."""
+        self.captures = 0
+        self.replays = 0
+        self._graphs: OrderedDict[tuple, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = OrderedDict()
+        self._sighted: set[tuple] = set()
+        self._stream: torch.cuda.Stream | None = None
+
+    def step(
+        self,
+        param: torch.Tensor,
+        grad: torch.Tensor,
+        exp_avg: torch.Tensor,
+        exp_avg_sq: torch.Tensor,
+        rows: torch.Tensor | None,
+        columns: Sequence[ColumnGroup],
+        beta1: float,
+        beta2: float,
+        step: int,
+        row_range: tuple[int, int],
+    ) -> None:
+        """``packed_adam_step`` with these operands."""
+        key = self._key(param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, row_range)
+        entry = None if key is None else self._graphs.get(key)
+        if entry is None and key in self._sighted:
+            entry = self._captured(param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range, key)
+        if entry is None:
+            if key is not None:
+                if len(self._sighted) >= self.MAX_SIGHTINGS:
+                    self._sighted.clear()
+                self._sighted.add(key)
+            packed_adam_step(param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range)
+            return
+        if step < 1:
+            raise ValueError(f"Adam step count must be >= 1, got {step}")
+        self._graphs.move_to_end(key)
+        graph, hyper = entry
+        hyper.copy_(packed_adam_hyper(columns, param.shape[1], beta1, beta2, step), non_blocking=True)
+        graph.replay()
+        self.replays += 1
+
+    def _key(self, param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, row_range) -> tuple | None:
+        """What a graph is captured over; None where no graph may serve (capture off, not CUDA with Triton, a
+        non-contiguous gradient table, an empty range)."""
+        if not self.capture or not param.is_cuda or resolve_backend("auto", param) != "triton":
+            return None
+        if not grad.is_contiguous() or row_range[1] <= row_range[0]:
+            return None
+        tensors = (param, grad, exp_avg, exp_avg_sq, *(() if rows is None else (rows,)))
+        return (
+            tuple((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype) for t in tensors),
+            rows is None, beta1, beta2, tuple(row_range),
+        )
+
+    def _captured(self, param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range, key):
+        """Check the operands as an eager step would, then capture their launch (nothing runs until a replay)."""
+        lo, hi = _checked_step(param, grad, exp_avg, exp_avg_sq, rows, step, row_range)
+        _check_columns(columns, param.shape[1])
+        hyper = torch.empty(2 * param.shape[1] + 1, dtype=torch.float32, device=param.device)
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(param.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(self._stream):
+            graph.capture_begin(capture_error_mode="thread_local")  # other threads (the NCCL watch) may use CUDA
+            try:
+                _launch_packed_adam(param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, lo, hi, hyper)
+            finally:
+                graph.capture_end()
+        self.captures += 1
+        self._graphs[key] = (graph, hyper)
+        if len(self._graphs) > self.MAX_GRAPHS:
+            self._graphs.popitem(last=False)
+        return self._graphs[key]

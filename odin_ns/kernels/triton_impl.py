@@ -155,8 +155,7 @@ def _selective_adam_kernel(
     bias_correction2_sqrt,
     eps,
     neg_step_size,
-    neg_step_size_ptr,
-    eps_ptr,
+    hyper_ptr,
     ROW_SIZE: tl.constexpr,
     HAS_ROWS: tl.constexpr,
     PER_COLUMN: tl.constexpr,
@@ -166,8 +165,8 @@ def _selective_adam_kernel(
 
     A block whose elements are all selected takes an unmasked (vectorised) path, one with none does no memory
     traffic beyond its bitmap words, and a mixed block issues loads only for selected rows. ``PER_COLUMN``: the step
-    size and eps of each element come from the [ROW_SIZE] vectors (a packed table of parameter groups), else from
-    the scalars.
+    size and eps of each element and the bias correction come from the device vector ``hyper_ptr`` (a packed table
+    of parameter groups; see ``selective_adam_step``), else from the scalars.
     """
     block_start = start + tl.program_id(0).to(tl.int64) * BLOCK
     local = tl.arange(0, BLOCK)
@@ -177,8 +176,9 @@ def _selective_adam_kernel(
     offset_in_row = (block_start - first_row * ROW_SIZE).to(tl.int32) + local
     if PER_COLUMN:
         column = offset_in_row % ROW_SIZE
-        neg_step_size = tl.load(neg_step_size_ptr + column)
-        eps = tl.load(eps_ptr + column)
+        neg_step_size = tl.load(hyper_ptr + column)
+        eps = tl.load(hyper_ptr + ROW_SIZE + column)
+        bias_correction2_sqrt = tl.load(hyper_ptr + 2 * ROW_SIZE)
     if HAS_ROWS:
         row = first_row + offset_in_row // ROW_SIZE
         word = tl.load(rows_ptr + (row >> 5), mask=active, other=0)
@@ -412,11 +412,11 @@ def selective_adam_step(
     step: int,
     row_lo: int,
     row_hi: int,
-    column_neg_step_sizes: torch.Tensor | None = None,
-    column_eps: torch.Tensor | None = None,
+    column_hyper: torch.Tensor | None = None,
 ) -> None:
-    """With ``column_neg_step_sizes`` and ``column_eps`` (fp32 [row size] on ``param``'s device: -lr / (1 - beta1^t)
-    and eps of each column) those replace ``lr`` and ``eps``."""
+    """With ``column_hyper`` (fp32 [2 * row size + 1] on ``param``'s device: -lr / (1 - beta1^t) of each column, eps
+    of each column, sqrt(1 - beta2^t)) those replace ``lr``, ``eps`` and ``step``: a launch whose step-dependent
+    values all live in device memory, which a CUDA graph can replay at every step."""
     row_size = math.prod(param.shape[1:])
     start, end = row_lo * row_size, row_hi * row_size
     if end == start:
@@ -436,11 +436,10 @@ def selective_adam_step(
         (1 - beta2**step) ** 0.5,
         eps,
         -(lr / (1 - beta1**step)),
-        column_neg_step_sizes,
-        column_eps,
+        column_hyper,
         ROW_SIZE=row_size,
         HAS_ROWS=rows is not None,
-        PER_COLUMN=column_neg_step_sizes is not None,
+        PER_COLUMN=column_hyper is not None,
         BLOCK=ADAM_BLOCK,
     )
 

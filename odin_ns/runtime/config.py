@@ -71,6 +71,11 @@ class RuntimeConfig:
     """sync only: each rank owns the Adam state of 1/W of the rows. A unit's gradient rows are reduced to their owner,
     which steps them and broadcasts the new rows (the rows' moments are brought to every rank at barriers: before
     checkpoints, structural changes and the end). False: every rank steps every row after an all-reduce."""
+    captured_publication: bool = True
+    """CUDA: replay each publication's fused Adam launch from a CUDA graph once the same tables and row range come
+    back (from a run's second step, and again after each densification), which saves the host the launch's
+    argument checks and Triton's launcher; the step is bitwise the launched one. False: launch it every time. No
+    effect on the CPU."""
     timeout_s: float = 600.0
     """A rank waiting longer than this on a collective (a peer died or hung) exits with an error naming it."""
     fallback_after: int = 16

@@ -94,7 +94,9 @@ class OdinRuntime:
         self.dense_params = list(dense_params)
         self._clock = Clock(self.context.device)
         self._exchange = GradientExchange(config, self.context, self._clock)
-        self._publication = Publication(selective=config.resolved_adam(context.world_size) == "selective")
+        self._publication = Publication(
+            selective=config.resolved_adam(context.world_size) == "selective", captured=config.captured_publication
+        )
         self._stretches = SyncPathStretches(config.fallback_after, config.fallback_units)
         self._pending: StagedUnit | None = None
         self._returned_at: float | None = None

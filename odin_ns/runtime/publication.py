@@ -4,7 +4,8 @@ A unit publishes with the learning rates it ran under (snapshotted when it was s
 while its exchange is in flight), over its update scope's rows (``selective``) or every row (``dense``), and in as
 many row ranges as its window needs; the first range advances the step count. The Gaussians are packed
 (``odin_ns.runtime.packed``): a publication is one fused Adam launch over the parameter table, each column group at
-the learning rate and eps of the optimizer group holding it. The optimizers keep the state (moments as views of
+the learning rate and eps of the optimizer group holding it, replayed from a CUDA graph once its operands repeat
+(``captured``). The optimizers keep the state (moments as views of
 the packed tables, the step count) and the hyperparameters; publication reads them and steps the tables.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from odin_ns.kernels import ColumnGroup, packed_adam_step
+from odin_ns.kernels import ColumnGroup, PackedAdam
 from odin_ns.runtime.optimizer import RowOptimizer
 from odin_ns.runtime.packed import PackedGaussians
 from odin_ns.sync.gate import AdamRows
@@ -37,9 +38,11 @@ class _GroupOf:
 class Publication:
     """Steps the packed table of the bound row-aligned parameters."""
 
-    def __init__(self, selective: bool):
+    def __init__(self, selective: bool, captured: bool):
         self.selective = selective
         """Step only the update scope's rows; False: every row (stock Adam)."""
+        self.adam = PackedAdam(capture=captured)
+        """The fused launches, from CUDA graphs where ``captured``."""
         self.params: dict[str, torch.Tensor] = {}
         self.optimizer_of: dict[str, RowOptimizer] = {}
         self.optimizers: list[RowOptimizer] = []
@@ -105,7 +108,7 @@ class Publication:
             for name, (lo, hi) in packed.layout.spans.items()
             for where in (self._group_of[name],)
         ]
-        packed_adam_step(
+        self.adam.step(
             packed.params, gradient_table, packed.exp_avg, packed.exp_avg_sq,
             update_scope if self.selective else None, columns, *self._betas, step, row_range,
         )
