@@ -8,6 +8,7 @@ cannot be toggled inside this process).
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -195,6 +196,19 @@ def test_packed_adam_replayed_from_a_cuda_graph_is_bitwise_the_launched_step(dev
     for step in (1, 2, 3):
         off.step(replayed[0], grads[0], *replayed[1:], rows, _splatfacto_columns(1.0), 0.9, 0.999, step, (0, n))
     assert (off.captures, off.replays) == (0, 0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 33, 4133])
+def test_pack_columns_is_torch_cat_of_the_rows(case, n):
+    """Strided and contiguous row-aligned tensors side by side in one table, as ``torch.cat`` puts them."""
+    backend, device = case
+    generator = torch.Generator().manual_seed(n)
+    colors = torch.randn(n, 16, 3, generator=generator).to(device)
+    tensors = [torch.randn(n, 3, generator=generator).to(device), colors[:, :1], colors[:, 1:],
+               torch.randn(n, generator=generator).to(device)]
+    table = K.pack_columns(tensors, backend=backend)
+    assert table.shape == (n, 52) and table.is_contiguous()
+    assert torch.equal(table, torch.cat([t.reshape(n, math.prod(t.shape[1:])) for t in tensors], dim=1))
 
 
 def test_packed_adam_step_rejects_columns_that_do_not_tile_the_table():

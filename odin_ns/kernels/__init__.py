@@ -21,7 +21,7 @@ from odin_ns.kernels.bitmap import (
     overlap_ratio,
     pack_bitmap,
 )
-from odin_ns.kernels.compaction import gather_rows_packed, scatter_rows_packed
+from odin_ns.kernels.compaction import gather_rows_packed, pack_columns, scatter_rows_packed
 from odin_ns.kernels.dispatch import resolve_backend
 from odin_ns.kernels.finite import record_nonfinite_columns
 from odin_ns.kernels.first_sightings import NEVER
@@ -44,6 +44,7 @@ __all__ = [
     "gather_rows_packed",
     "num_words",
     "overlap_ratio",
+    "pack_columns",
     "packed_adam_step",
     "PackedAdam",
     "pack_bitmap",

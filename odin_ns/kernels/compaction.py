@@ -73,3 +73,26 @@ def scatter_rows_packed(
     for view, columns in zip(views, buf.split(widths, dim=1)):
         view.index_copy_(0, indices.to(torch.int64), columns)
 
+
+
+TRITON_PACK_MIN_ROWS = 1 << 17
+"""``pack_columns`` on ``auto`` packs fewer rows with ``torch.cat``: its one launch then costs less than the Triton
+pack's host work (an index vector and Triton's launcher), while on large tables its strided stores cost more GPU time
+than the whole rows the Triton programs write (docs/results.md, "Fifteenth session")."""
+
+
+def pack_columns(tensors: list[torch.Tensor], backend: str = "auto") -> torch.Tensor:
+    """Row-aligned [N, ...] tensors side by side in one new [N, sum(D)] table (``torch.cat`` along the rows' elements).
+
+    Triton: ``gather_rows_packed`` over every row, whose programs each write whole rows of the table; ``torch.cat``
+    writes each tensor's column slice apart, a strided, uncoalesced store per tensor.
+    """
+    contiguous = [t.contiguous() for t in tensors]
+    first = contiguous[0]
+    all_rows = torch.empty(0, dtype=torch.int32, device=first.device)
+    views = _rows_2d(contiguous, all_rows)
+    if backend == "auto" and first.shape[0] < TRITON_PACK_MIN_ROWS:
+        backend = "torch"
+    if resolve_backend(backend, first) == "triton":
+        return triton_kernels().gather_rows_packed(views, torch.arange(first.shape[0], dtype=torch.int32, device=first.device))
+    return torch.cat(views, dim=1)

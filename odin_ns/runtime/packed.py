@@ -8,7 +8,7 @@ gsplat's densification and the optimizers see are views of it. What that buys, p
 * publication is one fused Adam launch over every column, each column group at its own learning rate and eps;
 * the NaN/Inf watch is one reduction over the table.
 
-A unit's gradients are packed into a fresh table after its backward, in one concatenation: autograd hands each
+A unit's gradients are packed into a fresh table after its backward, in one launch (``pack_columns``): autograd hands each
 shadow view the gradient its backward produced (stolen, not copied, where the layout allows), so nothing zeroes a
 table first or accumulates into its strided column views (an uncoalesced read-modify-write per parameter group).
 gsplat's densification operations replace the parameters with new tensors; the runtime packs them again at the
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from odin_ns.kernels import pack_columns
 from odin_ns.runtime.optimizer import RowOptimizer
 
 warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout contract")
@@ -73,15 +74,14 @@ class PackedGaussians:
         """One unit's ``gradients`` (each name's [N, ...] gradient, None where its backward produced none: zeros)
         copied into a fresh table, and the table's per-name views."""
         rows = self.params.shape[0]
-        zero = self.params.new_zeros(())
         columns = []
         for name, (lo, hi) in self.layout.spans.items():
             gradient = gradients.get(name)
             if gradient is not None and gradient.shape != (rows, *self.layout.row_shapes[name]):
                 raise ValueError(f"the gradient of '{name}' is {tuple(gradient.shape)}, its parameter "
                                  f"{(rows, *self.layout.row_shapes[name])}")
-            columns.append(zero.expand(rows, hi - lo) if gradient is None else gradient.reshape(rows, hi - lo))
-        table = torch.cat(columns, dim=1)
+            columns.append(self.params.new_zeros(rows, hi - lo) if gradient is None else gradient)
+        table = pack_columns(columns)
         return table, self.layout.views(table)
 
 
