@@ -45,7 +45,12 @@ from odin_ns.rendering import (
     scaled_intrinsics,
     world_to_camera,
 )
-from odin_ns.rendering.presized import PresizedIntersections, route_view_inverse, unchecked_view_inverse
+from odin_ns.rendering.presized import (
+    PresizedIntersections,
+    known_view_inverse,
+    route_view_inverse,
+    unchecked_view_inverse,
+)
 from odin_ns.strategy import OdinStrategy, morton_order
 
 
@@ -310,13 +315,15 @@ class OdinSplatfactoModel(SplatfactoModel):
         )
         if not self.training:
             return render()
-        if self._presized is None:
-            with unchecked_view_inverse():
+        metadata = camera.metadata or {}  # the unit's cameras: their view matrices' inverses come with them
+        with known_view_inverse(metadata.get("viewmats"), metadata.get("camtoworlds")):
+            if self._presized is None:
+                with unchecked_view_inverse():
+                    return render()
+            # what decides a camera's count: its view, the resolution and the Gaussians (a count of rows, not values)
+            size = (inputs["width"], inputs["height"], inputs["means"].shape[0])
+            with self._presized.render([(view, *size) for view in training_views(camera)]):
                 return render()
-        # what decides a camera's count: its view, the resolution and the Gaussians (a count of rows, not values)
-        size = (inputs["width"], inputs["height"], inputs["means"].shape[0])
-        with self._presized.render([(view, *size) for view in training_views(camera)]):
-            return render()
 
     @torch.no_grad()
     def visible_gaussians(self, camera: Cameras) -> torch.Tensor:

@@ -106,11 +106,12 @@ def test_training_metrics_are_computed_at_logging_steps_only(tiny_scene: Path, t
 
 
 @pytest.mark.slow
-def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny_scene: Path, tmp_path: Path):
-    """The datamanager builds a unit's world-to-camera matrices (and full-resolution intrinsics) with its Cameras; a
-    training render uses exactly those (the same tensor, bitwise what the poses give), and an evaluation render
-    builds its own."""
-    from odin_ns.rendering import scaled_intrinsics, world_to_camera
+def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny_scene: Path, tmp_path: Path, monkeypatch):
+    """The datamanager builds a unit's world-to-camera matrices (and full-resolution intrinsics, and the matrices'
+    inverses) with its Cameras; a training render uses exactly those (the same tensor, bitwise what the poses give),
+    handing gsplat the inverses, and an evaluation render builds its own."""
+    from odin_ns.rendering import camera_to_world_opencv, scaled_intrinsics, world_to_camera
+    from odin_ns.rendering.presized import PresizedIntersections
 
     trainer = in_process_trainer(tiny_scene, tmp_path, "cpu")
     model = trainer.pipeline.model
@@ -122,6 +123,15 @@ def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny
     assert torch.equal(camera.metadata["intrinsics"], scaled_intrinsics(camera, 1.0))
     inputs = model._rasterization_inputs(camera)  # no resolution warm-up here: full resolution
     assert inputs["viewmats"] is viewmats and inputs["Ks"] is camera.metadata["intrinsics"]
+    inverse = camera.metadata["camtoworlds"]
+    assert torch.equal(inverse, camera_to_world_opencv(camera.camera_to_worlds))
+    held_during_render = []
+    with monkeypatch.context() as patch:  # what gsplat's module would find while the training render runs
+        patch.setattr("odin_ns.model.rasterize_fn", lambda renderer: lambda **kwargs: held_during_render.append(
+            PresizedIntersections._render.known_inverse))
+        model.render_gaussians(camera, "RGB")
+    assert held_during_render[0][0] is viewmats and held_during_render[0][1] is inverse
+    assert PresizedIntersections._render.known_inverse is None
     model.eval()
     try:
         assert model.view_matrices(camera) is not viewmats and torch.equal(model.view_matrices(camera), viewmats)

@@ -240,6 +240,24 @@ def test_training_renders_invert_gsplats_view_matrices_without_the_host_check_pr
         module.torch.inverse(torch.zeros(4, 4))
 
 
+def test_renders_take_the_inverse_of_the_view_matrices_they_are_handed_instead_of_inverting_them():
+    """Inside ``known_view_inverse(viewmats, inverse)`` gsplat's module gets ``inverse`` for that very tensor (no LU
+    launches), and inverts any other matrices (an equal copy included) as before; None leaves everything as it was."""
+    from odin_ns.rendering.presized import known_view_inverse, route_view_inverse, unchecked_view_inverse
+
+    module = types.SimpleNamespace(torch=torch)
+    route_view_inverse(module)
+    viewmats = torch.eye(4).expand(2, 4, 4) + 0.1 * torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(2))
+    held = torch.full((2, 4, 4), 7.0)  # not the inverse: shows which one was returned
+    with unchecked_view_inverse(), known_view_inverse(viewmats, held):
+        assert module.torch.inverse(viewmats) is held
+        assert torch.equal(module.torch.inverse(viewmats.clone()), torch.inverse(viewmats))
+        with known_view_inverse(viewmats, None):
+            assert torch.equal(module.torch.inverse(viewmats), torch.inverse(viewmats))
+        assert module.torch.inverse(viewmats) is held
+    assert torch.equal(module.torch.inverse(viewmats), torch.inverse(viewmats))
+
+
 def test_presized_intersections_refuse_the_reference_renderer():
     model = OdinSplatfactoModel.__new__(OdinSplatfactoModel)
     torch.nn.Module.__init__(model)

@@ -24,7 +24,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.comm.context import DistContext
 from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
-from odin_ns.rendering import scaled_intrinsics, world_to_camera
+from odin_ns.rendering import camera_to_world_opencv, scaled_intrinsics, world_to_camera
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS
 from odin_ns.schedule.plan import Order, SchedulePlan, build_plan, check_views_per_step
 from odin_ns.schedule.rlg import DEFAULT_MAX_TRACK_LENGTH, DEFAULT_TOP_K
@@ -188,7 +188,8 @@ class OdinDataManager(FullImageDatamanager):
         epoch): building a Cameras dataclass costs more host time than rendering a small view. Its metadata also
         holds what gsplat takes for these views at full resolution, the world-to-camera matrices (``viewmats``, [B, 4,
         4]) and the intrinsics (``intrinsics``, [B, 3, 3]), on the device: otherwise each render rebuilds them from the
-        same fixed cameras in about twenty small launches. Callers must not modify it."""
+        same fixed cameras in about twenty small launches; and the view matrices' inverses (``camtoworlds``), which
+        gsplat would otherwise compute on every render. Callers must not modify it."""
         cameras = self._cameras_of_units.get(views)
         if cameras is None:
             # one-row slices joined on the device: indexing by a list would first copy the indices to the device
@@ -196,6 +197,7 @@ class OdinDataManager(FullImageDatamanager):
             cameras = cameras.to(self.device)
             cameras.metadata = {**(cameras.metadata or {}), "cam_idx": list(views), "image_size": size,
                                 "viewmats": world_to_camera(cameras.camera_to_worlds),
+                                "camtoworlds": camera_to_world_opencv(cameras.camera_to_worlds),
                                 "intrinsics": scaled_intrinsics(cameras, 1.0)}
             self._cameras_of_units[views] = cameras
         return cameras

@@ -43,12 +43,29 @@ def world_to_camera(camera_to_worlds: torch.Tensor) -> torch.Tensor:
     ``get_viewmat`` computes. That one runs under ``torch.compile``, which costs every process seconds of compilation
     (again for each new batch size) for a few 3x4 matrices; this one builds its constants on the device, so it
     copies nothing from the host either."""
-    rotation = torch.cat([camera_to_worlds[:, :3, :1], -camera_to_worlds[:, :3, 1:3]], dim=2)
-    inverse_rotation = rotation.transpose(1, 2)
+    inverse_rotation = _opencv_rotation(camera_to_worlds).transpose(1, 2)
     translation = -torch.bmm(inverse_rotation, camera_to_worlds[:, :3, 3:4])
-    homogeneous = camera_to_worlds.new_zeros((camera_to_worlds.shape[0], 1, 4))
-    homogeneous[..., 3] = 1.0
-    return torch.cat([torch.cat([inverse_rotation, translation], dim=2), homogeneous], dim=1)
+    return _homogeneous(inverse_rotation, translation)
+
+
+def camera_to_world_opencv(camera_to_worlds: torch.Tensor) -> torch.Tensor:
+    """[C, 4, 4] inverses of ``world_to_camera``'s matrices (OpenCV axes), assembled from the poses rather than
+    computed by inverting them: gsplat inverts its view matrices on every render for the cameras' centres (its SH
+    colours' view directions), a batched LU factorisation whose launches cost the host more than the rest of a
+    small view's projection."""
+    return _homogeneous(_opencv_rotation(camera_to_worlds), camera_to_worlds[:, :3, 3:4])
+
+
+def _opencv_rotation(camera_to_worlds: torch.Tensor) -> torch.Tensor:
+    """The poses' rotations with nerfstudio's OpenGL camera axes turned into OpenCV's (y and z flipped)."""
+    return torch.cat([camera_to_worlds[:, :3, :1], -camera_to_worlds[:, :3, 1:3]], dim=2)
+
+
+def _homogeneous(rotation: torch.Tensor, translation: torch.Tensor) -> torch.Tensor:
+    """[C, 4, 4] from [C, 3, 3] rotations and [C, 3, 1] translations."""
+    bottom = rotation.new_zeros((rotation.shape[0], 1, 4))
+    bottom[..., 3] = 1.0
+    return torch.cat([torch.cat([rotation, translation], dim=2), bottom], dim=1)
 
 
 def scaled_intrinsics(camera: "Cameras", scale: float) -> torch.Tensor:

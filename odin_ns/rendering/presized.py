@@ -179,6 +179,9 @@ class _Render(threading.local):
     tile_height: int | None = None
     unchecked_inverse: bool = False
     """Inside ``unchecked_view_inverse``: gsplat's view inverse without its host check, presized or not."""
+    known_inverse: tuple[torch.Tensor, torch.Tensor] | None = None
+    """Inside ``known_view_inverse``: view matrices and their inverses, which gsplat is handed instead of computing
+    them."""
 
 
 class PresizedIntersections:
@@ -282,12 +285,26 @@ def unchecked_view_inverse() -> Iterator[None]:
         state.unchecked_inverse = previous
 
 
+@contextmanager
+def known_view_inverse(viewmats: torch.Tensor | None, inverse: torch.Tensor | None) -> Iterator[None]:
+    """gsplat renders in this block, on this thread, take ``inverse`` as the inverse of ``viewmats`` (that tensor
+    object, not equal values) instead of inverting them (a module routed by ``route_view_inverse``); nothing changes
+    where either is None."""
+    state = PresizedIntersections._render
+    previous = state.known_inverse
+    state.known_inverse = None if viewmats is None or inverse is None else (viewmats, inverse)
+    try:
+        yield
+    finally:
+        state.known_inverse = previous
+
+
 class _TorchWithUncheckedInverse:
     """torch, as gsplat's ``rendering`` module sees it once routed: inside a presized render or an
     ``unchecked_view_inverse`` block ``torch.inverse`` (which ``rasterization`` applies to the view matrices for the
     SH directions) is ``torch.linalg.inv_ex``, the same inverse without the host read of its singularity flag
     (``torch.inverse`` is ``inv_ex`` followed by that check); everything else, and every call outside, is torch's
-    own."""
+    own; matrices whose inverse a ``known_view_inverse`` block holds are not inverted at all."""
 
     def __init__(self, render: _Render):
         self._render = render
@@ -298,6 +315,9 @@ class _TorchWithUncheckedInverse:
         return value
 
     def inverse(self, matrices: torch.Tensor) -> torch.Tensor:
+        known = self._render.known_inverse
+        if known is not None and matrices is known[0]:
+            return known[1]
         if self._render.keys is None and not self._render.unchecked_inverse:
             return torch.inverse(matrices)
         return torch.linalg.inv_ex(matrices).inverse
