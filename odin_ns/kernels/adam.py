@@ -272,7 +272,17 @@ class PackedAdam:
         graph.replay()
         self.replays += 1
 
-    def _key(self, param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, row_range) -> tuple | None:
+    def _key(
+        self,
+        param: torch.Tensor,
+        grad: torch.Tensor,
+        exp_avg: torch.Tensor,
+        exp_avg_sq: torch.Tensor,
+        rows: torch.Tensor | None,
+        beta1: float,
+        beta2: float,
+        row_range: tuple[int, int],
+    ) -> tuple | None:
         """What a graph is captured over; None where no graph may serve (capture off, not CUDA with Triton, a
         non-contiguous gradient table, an empty range)."""
         if not self.capture or not param.is_cuda or resolve_backend("auto", param) != "triton":
@@ -285,7 +295,20 @@ class PackedAdam:
             rows is None, beta1, beta2, tuple(row_range),
         )
 
-    def _captured(self, param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range, key):
+    def _captured(
+        self,
+        param: torch.Tensor,
+        grad: torch.Tensor,
+        exp_avg: torch.Tensor,
+        exp_avg_sq: torch.Tensor,
+        rows: torch.Tensor | None,
+        columns: Sequence[ColumnGroup],
+        beta1: float,
+        beta2: float,
+        step: int,
+        row_range: tuple[int, int],
+        key: tuple,
+    ) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
         """Check the operands as an eager step would, then capture their launch (nothing runs until a replay)."""
         lo, hi = _checked_step(param, grad, exp_avg, exp_avg_sq, rows, step, row_range)
         _check_columns(columns, param.shape[1])
