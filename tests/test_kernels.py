@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import types
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,42 @@ def test_pack_columns_is_torch_cat_of_the_rows(case, n):
     table = K.pack_columns(tensors, backend=backend)
     assert table.shape == (n, 52) and table.is_contiguous()
     assert torch.equal(table, torch.cat([t.reshape(n, math.prod(t.shape[1:])) for t in tensors], dim=1))
+
+
+def test_packed_adam_stops_capturing_where_the_operands_keep_changing(monkeypatch):
+    """Row ranges cycling through more combinations than graphs are kept would make every launch a capture; once
+    ``JUDGED_AFTER`` captures are made, another is made only while the replays number four per capture. Where they repeat (a
+    sync run's one range) captures stay rare and every later step replays. The capture itself is stood in for (it
+    needs CUDA): a graph whose replay launches the step."""
+    def stand_in(self, param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range, key):
+        hyper = torch.empty(2 * param.shape[1] + 1)
+        graph = types.SimpleNamespace(replay=lambda: K.packed_adam_step(
+            param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, self._step_now, row_range))
+        self.captures += 1
+        self._graphs[key] = (graph, hyper)
+        return self._graphs[key]
+
+    def key(self, param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, row_range):
+        return tuple(row_range)
+
+    monkeypatch.setattr(K.PackedAdam, "_captured", stand_in)
+    monkeypatch.setattr(K.PackedAdam, "_key", key)
+    n, columns = 64, _splatfacto_columns(1.0)
+    tables = [torch.randn(n, 59), torch.randn(n, 59), torch.zeros(n, 59), torch.zeros(n, 59)]
+
+    def run(ranges: list[tuple[int, int]]) -> K.PackedAdam:
+        adam = K.PackedAdam(capture=True)
+        for step, row_range in enumerate(ranges, start=1):
+            adam._step_now = step
+            adam.step(tables[0], tables[1], *tables[2:], None, columns, 0.9, 0.999, step, row_range)
+        return adam
+
+    cycling = run([(lo, lo + 8) for _ in range(10) for lo in range(48)])  # 48 ranges in turn, 8 graphs kept
+    judged = K.PackedAdam.JUDGED_AFTER
+    assert judged < cycling.captures <= cycling.replays // K.PackedAdam.REPLAYS_PER_CAPTURE + 1
+    assert cycling.captures < 480 // 10  # without the rule: a capture at every launch after the first round
+    repeating = run([(0, n)] * 100 + [(0, 32), (32, n)] * 50)
+    assert (repeating.captures, repeating.replays) == (3, 99 + 2 * 49)
 
 
 def test_packed_adam_step_rejects_columns_that_do_not_tile_the_table():

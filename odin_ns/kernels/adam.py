@@ -225,10 +225,16 @@ class PackedAdam:
     A replay costs the host a copy and a graph launch instead of the argument checks and Triton's launcher, which in
     a host-bound step is time the GPU waits. The graphs are keyed by the operands' addresses and shapes, so a graph
     only ever replays over the tensors it was captured with; the least recently used of ``MAX_GRAPHS`` is dropped.
+    A capture costs more host time than the launches it saves until its graph has been replayed a few times, so
+    once ``JUDGED_AFTER`` captures have been made, a new one is made only while the replays number at least
+    ``REPLAYS_PER_CAPTURE`` per capture: where the operands keep changing (row ranges that vary from window to window,
+    more of them than graphs are kept) most launches are not captured.
     """
 
-    MAX_GRAPHS = 4
+    MAX_GRAPHS = 8
     MAX_SIGHTINGS = 64
+    JUDGED_AFTER = 8
+    REPLAYS_PER_CAPTURE = 4
 
     def __init__(self, capture: bool):
         self.capture = capture
@@ -255,7 +261,7 @@ class PackedAdam:
         """``packed_adam_step`` with these operands."""
         key = self._key(param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, row_range)
         entry = None if key is None else self._graphs.get(key)
-        if entry is None and key in self._sighted:
+        if entry is None and key in self._sighted and self._captures_pay():
             entry = self._captured(param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range, key)
         if entry is None:
             if key is not None:
@@ -271,6 +277,9 @@ class PackedAdam:
         hyper.copy_(packed_adam_hyper(columns, param.shape[1], beta1, beta2, step), non_blocking=True)
         graph.replay()
         self.replays += 1
+
+    def _captures_pay(self) -> bool:
+        return self.captures < self.JUDGED_AFTER or self.replays >= self.REPLAYS_PER_CAPTURE * self.captures
 
     def _key(
         self,
