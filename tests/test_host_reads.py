@@ -139,6 +139,31 @@ def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny
         model.train()
 
 
+@pytest.mark.slow
+def test_units_of_several_views_are_rows_of_the_device_cameras_and_the_kept_units_stay_bounded(
+    tiny_scene: Path, tmp_path: Path
+):
+    """With several views per rank the plan deals new combinations every epoch: each unit's cameras and matrices are
+    those rows of the training cameras, and the units kept for reuse stay at most one per training view."""
+    from odin_ns.rendering import camera_to_world_opencv, scaled_intrinsics, world_to_camera
+
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", views_per_rank=2)
+    manager = trainer.pipeline.datamanager
+    dealt = set()
+    for step in range(5 * manager.plan.units_per_epoch):
+        camera, _ = manager.next_train(step)
+        views = camera.metadata["cam_idx"]
+        expected = manager.train_cameras[torch.tensor(views)]
+        for name in ("camera_to_worlds", "fx", "fy", "cx", "cy", "width", "height"):
+            assert torch.equal(getattr(camera, name), getattr(expected, name)), name
+        assert torch.equal(camera.metadata["viewmats"], world_to_camera(expected.camera_to_worlds))
+        assert torch.equal(camera.metadata["camtoworlds"], camera_to_world_opencv(expected.camera_to_worlds))
+        assert torch.equal(camera.metadata["intrinsics"], scaled_intrinsics(expected, 1.0))
+        dealt.add(tuple(views))
+    assert len(dealt) > len(manager.train_dataset)  # more combinations than views: a cache of each would only grow
+    assert len(manager._cameras_of_units) <= len(manager.train_dataset)
+
+
 def test_native_stderr_is_captured_for_counting_and_written_back(capfd):
     """A C++ extension's sync warning bypasses Python (c10 prints it to file descriptor 2): the host-waits count
     reads it from there, and what was printed still reaches standard error."""

@@ -184,23 +184,45 @@ class OdinDataManager(FullImageDatamanager):
         return self._unit_cameras(tuple(views), sizes.pop()), data
 
     def _unit_cameras(self, views: Tuple[int, ...], size: Tuple[int, int]) -> Cameras:
-        """The (B,) device Cameras of ``views``, built once per distinct tuple (a plan repeats its units every
-        epoch): building a Cameras dataclass costs more host time than rendering a small view. Its metadata also
-        holds what gsplat takes for these views at full resolution, the world-to-camera matrices (``viewmats``, [B, 4,
-        4]) and the intrinsics (``intrinsics``, [B, 3, 3]), on the device: otherwise each render rebuilds them from the
-        same fixed cameras in about twenty small launches; and the view matrices' inverses (``camtoworlds``), which
-        gsplat would otherwise compute on every render. Callers must not modify it."""
-        cameras = self._cameras_of_units.get(views)
+        """The (B,) device Cameras of ``views``: rows of every training view's device camera, built once. Its
+        metadata also holds what gsplat takes for these views at full resolution, the world-to-camera matrices
+        (``viewmats``, [B, 4, 4]) and the intrinsics (``intrinsics``, [B, 3, 3]): otherwise each render rebuilds them
+        from the same fixed cameras in about twenty small launches; and the view matrices' inverses
+        (``camtoworlds``), which gsplat would otherwise compute on every render. A unit's Cameras is kept for when
+        the plan deals the same views again (every epoch, with one view per rank), the last ``len(views of the
+        capture)`` of them: with several views per rank the plan deals new combinations every epoch. Callers must
+        not modify it."""
+        cameras = self._cameras_of_units.pop(views, None)
         if cameras is None:
-            # one-row slices joined on the device: indexing by a list would first copy the indices to the device
-            cameras = self.train_cameras._apply_fn_to_fields(lambda field: torch.cat([field[v : v + 1] for v in views]))
-            cameras = cameras.to(self.device)
+            every_view = self._device_train_cameras
+            # the rows joined on the device: indexing by a list would first copy the indices to the device
+            rows = torch.cat([self._view_indices[v : v + 1] for v in views])
+            cameras = every_view[rows]
             cameras.metadata = {**(cameras.metadata or {}), "cam_idx": list(views), "image_size": size,
-                                "viewmats": world_to_camera(cameras.camera_to_worlds),
-                                "camtoworlds": camera_to_world_opencv(cameras.camera_to_worlds),
-                                "intrinsics": scaled_intrinsics(cameras, 1.0)}
-            self._cameras_of_units[views] = cameras
+                                **{key: table[rows] for key, table in self._device_view_matrices.items()}}
+        self._cameras_of_units[views] = cameras  # the most recently used last
+        if len(self._cameras_of_units) > len(self._view_indices):
+            del self._cameras_of_units[next(iter(self._cameras_of_units))]
         return cameras
+
+    @cached_property
+    def _device_train_cameras(self) -> Cameras:
+        """Every training view's camera on the device, as ``cached_train`` (which it reads first) leaves them."""
+        _ = self.cached_train  # sets train_cameras, undistorted
+        return self.train_cameras.to(self.device)
+
+    @cached_property
+    def _view_indices(self) -> torch.Tensor:
+        """0..V-1 on the device, whose one-element slices a unit's row index is joined from."""
+        return torch.arange(len(self._device_train_cameras), device=self.device)
+
+    @cached_property
+    def _device_view_matrices(self) -> Dict[str, torch.Tensor]:
+        """Every training view's gsplat matrices at full resolution (see ``_unit_cameras``)."""
+        cameras = self._device_train_cameras
+        return {"viewmats": world_to_camera(cameras.camera_to_worlds),
+                "camtoworlds": camera_to_world_opencv(cameras.camera_to_worlds),
+                "intrinsics": scaled_intrinsics(cameras, 1.0)}
 
     @cached_property
     def train_image_sizes(self) -> List[Tuple[int, int]]:
