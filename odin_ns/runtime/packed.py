@@ -18,7 +18,6 @@ structural barrier (``OdinRuntime.rebind``).
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
@@ -26,9 +25,6 @@ import torch
 
 from odin_ns.kernels import pack_columns
 from odin_ns.runtime.optimizer import RowOptimizer
-
-warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout contract")
-"""Autograd's note that a column view of a table is not dense: the in-place accumulation into it is the point."""
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
