@@ -18,12 +18,9 @@ def as_rows(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.view(tensor.shape[0], math.prod(tensor.shape[1:]))
 
 
-def _rows_2d(tensors: list[torch.Tensor], indices: torch.Tensor) -> list[torch.Tensor]:
-    """Validate row-aligned tensors and view each as [N, D]."""
+def _check_row_aligned(tensors: list[torch.Tensor]) -> None:
     if not tensors:
         raise ValueError("need at least one tensor to gather/scatter rows of")
-    if indices.dim() != 1 or indices.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"indices must be a 1-D int32/int64 tensor, got {indices.dtype} {tuple(indices.shape)}")
     first = tensors[0]
     for t in tensors:
         if t.dim() == 0 or t.shape[0] != first.shape[0] or t.dtype != first.dtype or t.device != first.device:
@@ -31,6 +28,15 @@ def _rows_2d(tensors: list[torch.Tensor], indices: torch.Tensor) -> list[torch.T
                 f"row-aligned tensors must share N, dtype and device: {tuple(t.shape)} {t.dtype} {t.device} vs "
                 f"{tuple(first.shape)} {first.dtype} {first.device}"
             )
+
+
+def _rows_2d(tensors: list[torch.Tensor], indices: torch.Tensor) -> list[torch.Tensor]:
+    """Validate row-aligned tensors and view each as [N, D]."""
+    _check_row_aligned(tensors)
+    if indices.dim() != 1 or indices.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"indices must be a 1-D int32/int64 tensor, got {indices.dtype} {tuple(indices.shape)}")
+    first = tensors[0]
+    for t in tensors:
         if not t.is_contiguous():
             raise ValueError(f"tensor of shape {tuple(t.shape)} must be contiguous to gather/scatter its rows")
     if indices.device != first.device:
@@ -74,7 +80,6 @@ def scatter_rows_packed(
         view.index_copy_(0, indices.to(torch.int64), columns)
 
 
-
 TRITON_PACK_MIN_ROWS = 1 << 17
 """``pack_columns`` on ``auto`` packs fewer rows with ``torch.cat``: its one launch then costs less than the Triton
 pack's host work (an index vector and Triton's launcher), while on large tables its strided stores cost more GPU time
@@ -87,12 +92,11 @@ def pack_columns(tensors: list[torch.Tensor], backend: str = "auto") -> torch.Te
     Triton: ``gather_rows_packed`` over every row, whose programs each write whole rows of the table; ``torch.cat``
     writes each tensor's column slice apart, a strided, uncoalesced store per tensor.
     """
-    contiguous = [t.contiguous() for t in tensors]
-    first = contiguous[0]
-    all_rows = torch.empty(0, dtype=torch.int32, device=first.device)
-    views = _rows_2d(contiguous, all_rows)
+    _check_row_aligned(tensors)
+    first = tensors[0]
     if backend == "auto" and first.shape[0] < TRITON_PACK_MIN_ROWS:
         backend = "torch"
     if resolve_backend(backend, first) == "triton":
-        return triton_kernels().gather_rows_packed(views, torch.arange(first.shape[0], dtype=torch.int32, device=first.device))
-    return torch.cat(views, dim=1)
+        all_rows = torch.arange(first.shape[0], dtype=torch.int32, device=first.device)
+        return triton_kernels().gather_rows_packed([as_rows(t.contiguous()) for t in tensors], all_rows)
+    return torch.cat([t.reshape(t.shape[0], math.prod(t.shape[1:])) for t in tensors], dim=1)
