@@ -1,3 +1,0 @@
-#!/usr/bin/env bash
-# session 7 call 4: 1 GPU stock vs odin sync seed 2; cup77 seed 3 sync vs quality-first-predicted
-source .gpu/device_env.sh >/dev/null; export PYTHONPATH=$PWD:$PYTHONPATH; B="python3 -m odin_ns.cli bench --no-quality --seeds 1 --steps 300 --data data/cup77"; timeout 120 $B --gpus 1 --first-seed 2 --modes sync --out /tmp/g2 > /tmp/g2.txt 2>&1; cp /tmp/g2/results.json $OUT/one_gpu_s2.json; timeout 95 $B --gpus 2 --no-stock --first-seed 3 --modes sync,quality-first-predicted --out /tmp/a3 > /tmp/a3.txt 2>&1; cp /tmp/a3/results.json $OUT/cup_s3.json; grep "^|" /tmp/g2.txt /tmp/a3.txt | head; (cd /tmp && find g2 a3 -name "*.jsonl" | tar czf $OUT/logs4.tgz -T - 2>/dev/null)
