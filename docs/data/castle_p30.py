@@ -2,14 +2,14 @@
 
 Source: Strecha et al., "On Benchmarking Camera Calibration and Multi-View
 Stereo for High Resolution Imagery", CVPR 2008, as mirrored in the repository
-github.com/openMVG/SfM_quality_evaluation at commit 348a981, path
+github.com/openMVG/SfM_quality_evaluation at revision 348a981, path
 ``Benchmarking_Camera_Calibration_2008/castle-P30/`` (``images/NNNN.jpg``,
 3072x2048, and ``gt_dense_cameras/NNNN.jpg.camera``). No licence is stated, so
 neither the data nor its derivative is committed; this script rebuilds it.
 
-Get the mirror with the project's ``fetch`` tool::
+Get a bare mirror of that repository::
 
-    fetch github:openMVG/SfM_quality_evaluation
+    git clone --mirror https://github.com/openMVG/SfM_quality_evaluation castle_mirror.git
 
 The poses are the benchmark's ground-truth ones (not re-estimated by SfM), so
 results on this capture measure the renderer/trainer rather than pose
@@ -23,7 +23,7 @@ world coordinates and t is the camera centre C, so x_cam = R^T (X - C).
 Usage::
 
     python docs/data/castle_p30.py \
-        --mirror /work/.mirror/openMVG+SfM_quality_evaluation/repo \
+        --mirror castle_mirror.git \
         --out data/castle_p30
 """
 
