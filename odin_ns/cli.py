@@ -1,7 +1,7 @@
-"""``odin-ns``: the project's command line (demo scene, AOT plan, PLY export, benchmarks, profiler timelines).
+"""``odin-ns``: the user's command line (demo scene, AOT plan, PLY export).
 
 Each subcommand is a dataclass with a ``main()`` method, defined next to the code it drives; this module only
-names them.
+names them. Benchmarks and profile analysis are the lab's (``odin-bench``, package ``odin_bench``).
 """
 
 from __future__ import annotations
@@ -13,24 +13,11 @@ import tyro
 
 def subcommands() -> Dict[str, Type]:
     """Subcommand name -> command dataclass."""
-    from odin_ns.benchmarks.bench import BenchCommand, BenchReportCommand
-    from odin_ns.benchmarks.host_waits import HostWaitsCommand
-    from odin_ns.benchmarks.kernels_bench import KernelsBenchCommand
-    from odin_ns.benchmarks.memory_soak import MemorySoakCommand
-    from odin_ns.benchmarks.prediction_reach import PredictionReachCommand
-    from odin_ns.benchmarks.presized_bench import PresizedBenchCommand
-    from odin_ns.benchmarks.step_ops import StepOpsCommand
-    from odin_ns.benchmarks.timeline import TimelineCommand
     from odin_ns.data.datamanager import PlanCommand
     from odin_ns.data.demo_scene import DemoSceneCommand
     from odin_ns.export import ExportCommand
-    from odin_ns.scaling.command import SimulateCommand
 
-    return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "export": ExportCommand, "bench": BenchCommand,
-            "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand,
-            "bench-presized": PresizedBenchCommand, "timeline": TimelineCommand,
-            "host-waits": HostWaitsCommand, "memory-soak": MemorySoakCommand, "simulate": SimulateCommand,
-            "prediction-reach": PredictionReachCommand, "step-ops": StepOpsCommand}
+    return {"demo-scene": DemoSceneCommand, "plan": PlanCommand, "export": ExportCommand}
 
 
 def entrypoint() -> None:

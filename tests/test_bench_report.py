@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from odin_ns.benchmarks import bench
-from odin_ns.benchmarks.bench import BenchCommand, BenchReportCommand, paired_quality_deltas, summarize_configurations
-from odin_ns.benchmarks.throughput_first_quality import window_statistics
+from odin_bench import bench
+from odin_bench.bench import BenchCommand, BenchReportCommand, paired_quality_deltas, summarize_configurations
+from odin_bench.throughput_first_quality import window_statistics
 from odin_ns.runtime.records import UnitRecord, WindowRecord, unit_log, write_unit_log
 from odin_ns.sync.hazards import DelayBound
 

@@ -1,4 +1,4 @@
-"""odin-ns bench end to end on two CPU ranks for a few steps: results.json has the schema, the plots exist."""
+"""odin-bench bench end to end on two CPU ranks for a few steps: results.json has the schema, the plots exist."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from training import BIN
 def test_bench_writes_results_and_plots(tiny_scene: Path, tmp_path: Path):
     out = tmp_path / "bench"
     subprocess.run(
-        [str(BIN / "odin-ns"), "bench", "--data", str(tiny_scene), "--gpus", "2", "--steps", "6", "--no-stock",
+        [str(BIN / "odin-bench"), "bench", "--data", str(tiny_scene), "--gpus", "2", "--steps", "6", "--no-stock",
          "--modes", "sync,quality-first-predicted,no-exchange", "--out", str(out)],
         check=True, capture_output=True, text=True, timeout=600,
     )

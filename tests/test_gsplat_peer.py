@@ -11,7 +11,7 @@ import torch
 
 from training import run, torchrun
 
-PEER = [sys.executable, "-m", "odin_ns.benchmarks.gsplat_distributed"]
+PEER = [sys.executable, "-m", "odin_bench.gsplat_distributed"]
 
 
 def train_peer(data: Path, out: Path, steps: int, *extra: str, launcher=()) -> dict:
@@ -31,7 +31,7 @@ def test_peer_driver_learns_on_one_cpu_rank(tiny_scene: Path, tmp_path: Path):
 
 def test_peer_refuses_reference_renderer_on_several_ranks(tiny_scene: Path, tmp_path: Path):
     with pytest.raises(AssertionError, match="single rank only"):
-        run([*torchrun(2), "-m", "odin_ns.benchmarks.gsplat_distributed", "--data", str(tiny_scene),
+        run([*torchrun(2), "-m", "odin_bench.gsplat_distributed", "--data", str(tiny_scene),
              "--output-dir", str(tmp_path), "--steps", "1", "--renderer", "reference"])
 
 

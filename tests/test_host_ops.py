@@ -13,7 +13,7 @@ def test_publication_host_work_does_not_grow_per_bucket():
     """Sync with a dense exchange stays a handful of operations per bucket (a collective on a slice of one packed
     buffer), not an unpack and an Adam launch per tensor per bucket as before (492 operations at 9 buckets)."""
     done = subprocess.run(
-        [sys.executable, "-m", "odin_ns.benchmarks.host_ops", "--rows", "20000", "--units", "8"],
+        [sys.executable, "-m", "odin_bench.host_ops", "--rows", "20000", "--units", "8"],
         capture_output=True, text=True, timeout=300, check=True,
     )
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -30,9 +30,9 @@ def test_publication_host_work_does_not_grow_per_bucket():
 
 
 def test_step_ops_counts_a_training_step_by_call_site(tiny_scene, capsys):
-    """``odin-ns step-ops``: the operations of steady training steps, the rasterizer's forward apart, the rest by the
+    """``odin-bench step-ops``: the operations of steady training steps, the rasterizer's forward apart, the rest by the
     odin_ns or nerfstudio function (or the autograd node) dispatching them."""
-    from odin_ns.benchmarks.step_ops import StepOpsCommand
+    from odin_bench.step_ops import StepOpsCommand
 
     StepOpsCommand(data=tiny_scene, warmup_steps=3, steps=2, top=200).main()
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

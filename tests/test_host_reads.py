@@ -13,17 +13,13 @@ with torch's CUDA sync debug mode.
 
 from __future__ import annotations
 
-import os
-from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
 
 from host_read_counter import HostReadCounter
-from odin_ns.benchmarks.host_ops import OpCounter
-from odin_ns.benchmarks.host_waits import count_host_syncs, in_process_trainer, run_step
-from odin_ns.benchmarks.step_ops import rasterizer_calls_flagged
+from in_process import OperationCounter, cuda_sync_sites, in_process_trainer, rasterizer_calls_flagged, run_step
 
 
 @pytest.mark.slow
@@ -60,7 +56,7 @@ def test_a_steady_cuda_step_with_presized_intersections_synchronises_nothing(tin
     for step in range(1, views + 4):  # every view rendered once (sized exactly), and its count adopted
         run_step(trainer, step)
     torch.cuda.synchronize()
-    sites = count_host_syncs(trainer, range(views + 4, views + 7))
+    sites = cuda_sync_sites(trainer, range(views + 4, views + 7))
     assert not sites, "host synchronisations in a steady step:\n" + "\n".join(
         f"{count} x {site}" for site, count in sites.most_common())
 
@@ -92,7 +88,7 @@ def test_training_metrics_are_computed_at_logging_steps_only(tiny_scene: Path, t
         run_step(trainer, step)
     counts = {}
     for step in (4, 5):
-        counter = OpCounter()
+        counter = OperationCounter()
         counter.counting = True
         with counter:
             _, _, metrics = trainer.train_iteration(step)
@@ -162,58 +158,3 @@ def test_units_of_several_views_are_rows_of_the_device_cameras_and_the_kept_unit
         dealt.add(tuple(views))
     assert len(dealt) > len(manager.train_dataset)  # more combinations than views: a cache of each would only grow
     assert len(manager._cameras_of_units) <= len(manager.train_dataset)
-
-
-def test_native_stderr_is_captured_for_counting_and_written_back(capfd):
-    """A C++ extension's sync warning bypasses Python (c10 prints it to file descriptor 2): the host-waits count
-    reads it from there, and what was printed still reaches standard error."""
-    from odin_ns.benchmarks.host_waits import SYNC_WARNING, native_stderr_lines
-
-    with native_stderr_lines() as lines:
-        os.write(2, f"[W CUDAFunctions.cpp:162] Warning: {SYNC_WARNING} (function warn_or_error_on_sync)\n".encode())
-        os.write(2, b"something else\n")
-    assert sum(SYNC_WARNING in line for line in lines) == 1 and "something else" in lines
-    assert SYNC_WARNING in capfd.readouterr().err
-
-
-class _CyclicPlan:
-    """A plan whose rank 0 renders views 0, 1, 2, 3, 0, 1, ... one per step (4 units per epoch)."""
-
-    units_per_epoch = 4
-
-    def views_for(self, step: int, rank: int) -> list:
-        return [step % 4]
-
-
-def test_presized_warmup_lasts_until_every_counted_view_has_a_count_on_the_host():
-    """With presized intersections a view is sized exactly (a host read) until the count of an earlier render has
-    reached the host, ``lag`` renders after it: host-waits counts from the first step whose counted views all have
-    one, training from step 0, never earlier than the warm-up asked for."""
-    from odin_ns.benchmarks.host_waits import steps_until_counted_views_sized_ahead
-
-    plan = _CyclicPlan()
-    assert steps_until_counted_views_sized_ahead(plan, warmup_steps=2, counted_steps=3) == 4  # views 0-3 seen by 4
-    assert steps_until_counted_views_sized_ahead(plan, warmup_steps=10, counted_steps=3) == 10
-    twice = type("Twice", (_CyclicPlan,), {"units_per_epoch": 6, "views_for": lambda self, s, r: [s // 2 % 3]})()
-    # views 0, 0, 1, 1, 2, 2, 0, ...: view 1 is first rendered at step 2, so at step 3 it has no count yet with lag 2
-    assert steps_until_counted_views_sized_ahead(twice, warmup_steps=2, counted_steps=1, lag=0) == 3
-    assert steps_until_counted_views_sized_ahead(twice, warmup_steps=2, counted_steps=1, lag=2) == 6
-    with pytest.raises(ValueError, match="without a count"):
-        steps_until_counted_views_sized_ahead(type("Never", (_CyclicPlan,), {"views_for": lambda self, s, r: [s]})(),
-                                              warmup_steps=2, counted_steps=1)
-
-
-def test_host_waits_warm_up_trains_from_step_0(monkeypatch, tmp_path: Path):
-    """The warm-up trains the steps the presized warm-up assumes rendered: 0 .. w - 1, as nerfstudio's loop does
-    (step 0's views are otherwise first rendered among the counted steps, a host read counted as a steady one)."""
-    from odin_ns.benchmarks import host_waits
-
-    trained, counted = [], []
-    trainer = type("Trainer", (), {"pipeline": type("P", (), {"datamanager": type("D", (), {"plan": _CyclicPlan()})})})
-    monkeypatch.setattr(host_waits.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(host_waits.torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(host_waits, "in_process_trainer", lambda *args, **kwargs: trainer)
-    monkeypatch.setattr(host_waits, "run_step", lambda trainer, step: trained.append(step))
-    monkeypatch.setattr(host_waits, "count_host_syncs", lambda trainer, steps: counted.extend(steps) or Counter())
-    host_waits.HostWaitsCommand(data=tmp_path, warmup_steps=2, steps=3, presized_intersections=True).main()
-    assert trained == [0, 1, 2, 3] and counted == [4, 5, 6]

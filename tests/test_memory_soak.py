@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from odin_ns.benchmarks import memory_soak
+from odin_bench import memory_soak
 
 
 def test_gpu_memory_is_summed_per_process_and_empty_without_nvidia_smi(monkeypatch):

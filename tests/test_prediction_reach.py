@@ -1,4 +1,4 @@
-"""``odin-ns prediction-reach`` on the tiny demo scene, whose ring views each see one region: finer buckets let more
+"""``odin-bench prediction-reach`` on the tiny demo scene, whose ring views each see one region: finer buckets let more
 windows leave part of an exchange in flight."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from odin_ns.benchmarks.prediction_reach import PredictionReachCommand, reach
+from odin_bench.prediction_reach import PredictionReachCommand, reach
 
 
 def test_finer_buckets_let_more_windows_leave_part_of_an_exchange_in_flight(tiny_scene: Path):

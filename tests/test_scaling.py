@@ -1,4 +1,4 @@
-"""odin-ns simulate: the alpha-beta collectives, step times a hand can check, the runtime's admission at W ranks,
+"""odin-bench simulate: the alpha-beta collectives, step times a hand can check, the runtime's admission at W ranks,
 plan dealing, and the command on unit logs written with ``write_unit_log``."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import tyro
 
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.records import UnitRecord, WindowRecord, unit_log, write_unit_log
-from odin_ns.scaling.command import SimulateCommand
-from odin_ns.scaling.links import PRESETS, Link, all_reduce, all_to_all, ring_all_reduce, tree_all_reduce
-from odin_ns.scaling.measured import (
+from odin_bench.scaling.command import SimulateCommand
+from odin_bench.scaling.links import PRESETS, Link, all_reduce, all_to_all, ring_all_reduce, tree_all_reduce
+from odin_bench.scaling.measured import (
     H200_COLLECTIVE_LAUNCH_S,
     HostBound,
     ScalingInputError,
@@ -26,8 +26,8 @@ from odin_ns.scaling.measured import (
     load_run,
     logging_units,
 )
-from odin_ns.scaling.replay import MODES, Wire, WorldDraw, draw_world, predict, run_collectives, step_seconds
-from odin_ns.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
+from odin_bench.scaling.replay import MODES, Wire, WorldDraw, draw_world, predict, run_collectives, step_seconds
+from odin_bench.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
 from test_plan import strip_plan
 
 LINK = Link("test", bandwidth=1e9, latency=1e-5)
@@ -37,7 +37,7 @@ each (59 float32 per row at SH degree 3); a rank's scope bitmaps are 2 x 64 word
 TOY_RUNTIME = RuntimeConfig(min_bucket_mb=0)
 """The runtime cutting the toy's small exchange into min_buckets buckets (the default floor would make it one)."""
 TOY_ARGS = ["--runtime.min-bucket-mb", "0"]
-"""The same runtime for odin-ns simulate."""
+"""The same runtime for odin-bench simulate."""
 TOY_WIRE = Wire(GAUSSIANS, runtime=TOY_RUNTIME)
 COMPUTE, PUBLISH = 0.010, 0.001
 BUCKET_ALL_REDUCE_W2 = 2 * 1e-5 + 60_416 / 1e9  # ring at W=2: 2(W-1) latency + 2(W-1)/W bytes / bandwidth
@@ -250,8 +250,8 @@ def test_views_reach_ranks_as_the_plan_deals_them(tmp_path):
     assert draw_world(calibration, None, plan, TOY_WIRE, 64, ["sync"], 5, seed=0).dealing == "round-robin"
 
 
-def test_simulate_is_an_odin_ns_subcommand():
-    from odin_ns.cli import subcommands
+def test_simulate_is_an_odin_bench_subcommand():
+    from odin_bench.cli import subcommands
 
     assert subcommands()["simulate"] is SimulateCommand
 
@@ -364,7 +364,7 @@ def test_the_unit_logs_own_step_time_is_the_slowest_ranks_spans_without_host_tim
 
 
 def test_the_gaussian_count_follows_from_the_bytes_a_dense_exchange_moved(tmp_path, capsys):
-    from odin_ns.scaling.replay import gaussians_from_exchange
+    from odin_bench.scaling.replay import gaussians_from_exchange
 
     for count, mode in ((2048, "sync"), (9262, "sync"), (1_290_820, "sync"), (5000, "throughput-first")):
         run = load_run(write_run(tmp_path / f"{count}-{mode}", 2, mode, exchanged=Wire(count).dense_unit_bytes(mode)),
@@ -411,7 +411,7 @@ def test_leave_one_out_predicts_every_run_from_the_others(tmp_path, capsys):
 
 
 def test_the_plot_marks_the_measured_runs(tmp_path, monkeypatch):
-    from odin_ns.scaling import command
+    from odin_bench.scaling import command
 
     drawn = {}
     original = command.plot_scaling

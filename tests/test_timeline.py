@@ -1,4 +1,4 @@
-"""Profiler window and ``odin-ns timeline``: exact overlap figures on a synthetic trace, and a real CPU profile
+"""Profiler window and ``odin-bench timeline``: exact overlap figures on a synthetic trace, and a real CPU profile
 through ns-train (which has no GPU kernels: the command must say so in one line)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from odin_ns.benchmarks.timeline import TimelineCommand, host_summary, host_table, read_rank_trace, overlap_summary
+from odin_bench.timeline import TimelineCommand, host_summary, host_table, read_rank_trace, overlap_summary
 from training import BIN, train
 
 BASE_NS = 1_000_000_000
@@ -171,7 +171,7 @@ def test_profile_window_through_ns_train_on_cpu(tiny_scene: Path, tmp_path: Path
     assert trace_file.name == "profile_rank0.json.gz"
     rank_trace = read_rank_trace(trace_file)
     assert [span.step for span in rank_trace.steps] == [1, 2] and rank_trace.kernels == []
-    result = subprocess.run([str(BIN / "odin-ns"), "timeline", str(trace_file), "--out", str(tmp_path / "t.png")],
+    result = subprocess.run([str(BIN / "odin-bench"), "timeline", str(trace_file), "--out", str(tmp_path / "t.png")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr[-2000:]
     message = [line for line in result.stderr.splitlines() if "no GPU kernels" in line]

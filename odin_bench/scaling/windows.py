@@ -24,7 +24,7 @@ follow none of this: each rank waits for the buckets its own views of unit t+1 c
 bounds, and a unit publishes at once (sync's path) where the plan's next unit is predicted to read every bucket it
 updates (``odin_ns.sync.predicted``). Neither the geometry nor the bounds are in the unit logs, so such windows are
 not fitted (``fit`` skips them) and not extrapolated to other world sizes; ``recorded_paths`` replays what each unit
-of the run did, at its own world size, for ``odin-ns simulate --validate``.
+of the run did, at its own world size, for ``odin-bench simulate --validate``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from odin_ns.kernels import BITS_PER_WORD
 from odin_ns.runtime.config import OVERLAPPED_MODES
 from odin_ns.runtime.exchange import InFlightExchange
 from odin_ns.runtime.window import SyncPathStretches, WindowDecision, decide
-from odin_ns.scaling.measured import MeasuredRun, per_view_share
+from odin_bench.scaling.measured import MeasuredRun, per_view_share
 from odin_ns.sync.hazards import AdmissionPolicy, DelayBound, WindowHazards
 
 NO_BOUND = DelayBound(0.0, 0.0, 0.0)

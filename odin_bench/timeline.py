@@ -1,9 +1,9 @@
-"""``odin-ns timeline``: how much of the NCCL exchange ran concurrently with compute, read from profiler traces.
+"""``odin-bench timeline``: how much of the NCCL exchange ran concurrently with compute, read from profiler traces.
 
 Usage (one trace per rank, written by training with ``--profile-steps``, see odin_ns/profiling.py):
     torchrun --nproc-per-node 2 $(which ns-train) odin-splatfacto --data DATA --max-num-iterations 300 \\
         --pipeline.odin.mode quality-first --profile-start 231 --profile-steps 6
-    odin-ns timeline outputs/.../profile_rank*.json.gz --out timeline.png
+    odin-bench timeline outputs/.../profile_rank*.json.gz --out timeline.png
 It prints the overlap figures as JSON and draws one lane per (rank, CUDA stream): compute kernels green, NCCL orange.
 It also prints, per rank, where the training thread's host time goes in a step: inside torch operations (launches,
 collectives, CUDA runtime calls, waits), by operation, and outside them (Python of its own). That part needs no

@@ -10,7 +10,7 @@ count with ``.item<int64_t>()`` in C++) never reaches Python's warning machinery
 translate it, so c10 prints it to the process's standard error. Those are counted from file descriptor 2, captured
 while the steps run, under one site named for what it is.
 
-Usage: ``python -m odin_ns.benchmarks.host_waits --data data/cup77 --views-per-rank 1 4``.
+Usage: ``python -m odin_bench.host_waits --data data/cup77 --views-per-rank 1 4``.
 """
 
 from __future__ import annotations

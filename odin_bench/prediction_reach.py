@@ -9,7 +9,7 @@ on the CPU in seconds: the capture's initial Gaussians (as training starts, Mort
 ``--world-size`` ranks, and the runtime's own predictor (``SplatReadPredictor``) with the initial learning rates.
 Later in training the Gaussians are smaller and more numerous; the bounds then tighten.
 
-Usage: ``odin-ns prediction-reach --data data/castle_p30 --world-size 2 --min-buckets 8 32 128``.
+Usage: ``odin-bench prediction-reach --data data/castle_p30 --world-size 2 --min-buckets 8 32 128``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Tuple
 import numpy as np
 import tyro
 
-from odin_ns.benchmarks.host_waits import in_process_trainer
+from odin_bench.host_waits import in_process_trainer
 from odin_ns.data.datamanager import plan_training_views
 from odin_ns.model import NEAR_PLANE
 from odin_ns.read_prediction import SplatReadPredictor, pinhole_views

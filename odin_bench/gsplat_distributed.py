@@ -10,7 +10,7 @@ learning rates, batch scaling (``odin_ns.batch``), loss (splatfacto's 0.8 L1 + 0
 number of steps and views per step as ``ns-train odin-splatfacto``. Not the same: no densification (gsplat's strategies
 assume every rank sees all of its Gaussians' screen-space statistics, which sharding breaks), so compare it against
 Odin runs with densification off (``--pipeline.model.stop-split-at 0``) for quality. Launch:
-``torchrun --nproc-per-node W -m odin_ns.benchmarks.gsplat_distributed --data DIR --steps S --output-dir OUT``.
+``torchrun --nproc-per-node W -m odin_bench.gsplat_distributed --data DIR --steps S --output-dir OUT``.
 Writes ``OUT/peer.json`` (per-step seconds, Gaussians, image size) and ``OUT/eval.json`` (held-out PSNR/SSIM, the
 layout ``ns-eval`` writes).
 """

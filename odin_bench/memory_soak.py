@@ -6,7 +6,7 @@ resident set size and, where ``nvidia-smi`` runs, the GPU memory its process hol
 included: what a leak would grow), against the step its unit log has reached. Prints the table, writes results.json
 and a plot.
 
-Usage: ``python -m odin_ns.benchmarks.memory_soak --steps 5000 --ranks 2 --out outputs/memory_soak``; on GPUs, e.g.
+Usage: ``python -m odin_bench.memory_soak --steps 5000 --ranks 2 --out outputs/memory_soak``; on GPUs, e.g.
 ``--data /tmp/large --steps 30000 --stop-split-at 15000``, within a time limit ``--max-seconds 540`` (the samples so
 far are reported), at half resolution ``--extra "odin-data --downscale-factor 2"``. results.json is rewritten after
 every sample, so a soak cut short still leaves its samples.
@@ -28,7 +28,7 @@ from typing import Optional
 import psutil
 import tyro
 
-from odin_ns.benchmarks.bench import installed_script
+from odin_bench.bench import installed_script
 from odin_ns.runtime.records import unit_log
 
 

@@ -3,7 +3,7 @@
 The companion of ``host_waits`` (which counts the host's waits for the GPU): this one attributes the host's own time
 per function and counts kernel launches, for 1 and 4 views per step.
 
-Usage: ``python -m odin_ns.benchmarks.host_profile --data data/cup77``.
+Usage: ``python -m odin_bench.host_profile --data data/cup77``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 import tyro
 from torch.profiler import ProfilerActivity, profile
 
-from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
+from odin_bench.host_waits import in_process_trainer, run_step
 
 
 @dataclass

@@ -8,7 +8,7 @@ with the bound switched off (tau only), to show what the bound holds back. Resul
 ``OUT/results.json`` after every run and finished runs are not repeated, so an interrupted invocation resumes.
 docs/throughput_first.md holds the numbers and the exact command.
 
-Usage: ``python -m odin_ns.benchmarks.throughput_first_quality --cup77 /work/shared/data/cup77`` (about an hour on
+Usage: ``python -m odin_bench.throughput_first_quality --cup77 /work/shared/data/cup77`` (about an hour on
 two CPU cores).
 """
 
@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import tyro
 from tqdm import tqdm
 
-from odin_ns.benchmarks.bench import (
+from odin_bench.bench import (
     QUALITY_METRICS,
     evaluate,
     iteration_times,

@@ -1,4 +1,4 @@
-"""``odin-ns bench``: every configuration trained side by side through ns-train, interleaved, in one invocation.
+"""``odin-bench bench``: every configuration trained side by side through ns-train, interleaved, in one invocation.
 
 Each configuration is a real training run (``ns-train odin-splatfacto`` under torchrun, or stock ``splatfacto``);
 runs are interleaved over seeds so machine drift hits all alike. Speed comes from nerfstudio's own per-iteration
@@ -30,7 +30,7 @@ from odin_ns.runtime.records import UnitRecord, read_unit_log, summarize, unit_l
 
 STOCK = "splatfacto"
 GSPLAT_PEER = "gsplat-distributed"
-"""gsplat's own multi-GPU path (Gaussians sharded over ranks), see :mod:`odin_ns.benchmarks.gsplat_distributed`."""
+"""gsplat's own multi-GPU path (Gaussians sharded over ranks), see :mod:`odin_bench.gsplat_distributed`."""
 ODIN_VARIANTS = {
     "quality-first-predicted": ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes", "predicted"),
     "sync-sharded": ("--pipeline.odin.mode", "sync", "--pipeline.odin.sharded-optimizer", "True"),
@@ -170,7 +170,7 @@ class BenchCommand:
 
 @dataclass
 class BenchReportCommand:
-    """Merge the runs of several ``odin-ns bench`` results (say, seeds run in separate invocations with
+    """Merge the runs of several ``odin-bench bench`` results (say, seeds run in separate invocations with
     ``--first-seed``) into one results.json, table and set of plots."""
 
     results: Tuple[Path, ...]
@@ -201,7 +201,7 @@ class BenchReportCommand:
 
 def report(results: Dict, out: Path) -> None:
     """Plots under ``out`` and the summary table on stdout."""
-    from odin_ns.benchmarks.plots import plot_results
+    from odin_bench.plots import plot_results
 
     plot_results(results, out)
     print(format_table(results["summary"]))
@@ -234,7 +234,7 @@ def training_command(
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                 "--master-port", str(29500 + os.getpid() % 1000)]
     if name == GSPLAT_PEER:
-        return [*launcher, "-m", "odin_ns.benchmarks.gsplat_distributed", "--data", str(data), "--output-dir",
+        return [*launcher, "-m", "odin_bench.gsplat_distributed", "--data", str(data), "--output-dir",
                 str(out), "--steps", str(steps), "--seed", str(42 + seed)]
     common = ["--data", str(data), "--output-dir", str(out), "--max-num-iterations", str(steps),
               "--machine.seed", str(42 + seed), "--pipeline.datamanager.train-cameras-sampling-seed", str(42 + seed),
@@ -243,7 +243,7 @@ def training_command(
               "--steps-per-eval-batch", "0",
               "--logging.steps-per-log", str(steps_per_log), "--logging.local-writer.enable", "False", *extra]
     if name == STOCK:
-        return [sys.executable, "-m", "odin_ns.benchmarks.stock_splatfacto", "splatfacto", *common,
+        return [sys.executable, "-m", "odin_bench.stock_splatfacto", "splatfacto", *common,
                 "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
     odin = ODIN_VARIANTS.get(name, ("--pipeline.odin.mode", name))
     return [*launcher, installed_script("ns-train"), "odin-splatfacto", *common, *odin]

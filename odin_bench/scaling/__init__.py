@@ -2,6 +2,6 @@
 
 ``links`` (alpha-beta collectives and link presets), ``measured`` (what the runs' logs say), ``windows`` (synthetic
 overlap windows decided by the runtime's own admission code), ``replay`` (step time per mode), ``command``
-(``odin-ns simulate``). docs/scaling.md describes the model and its assumptions. Nothing outside this package
-imports it except ``odin_ns.cli``.
+(``odin-bench simulate``). docs/scaling.md describes the model and its assumptions. Nothing outside this package
+imports it except ``odin_bench.cli``.
 """

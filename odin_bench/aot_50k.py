@@ -6,7 +6,7 @@ the graph has the 2D locality of real large captures. Track lengths are 1 + Geom
 90th percentile ~12, 99th ~22 -- close to cup77's (mean 6.2, 90th 13, 99th 27). About 600 observations per view
 (cup77: 751) gives ~30 million observations in all.
 
-Run: python -m odin_ns.benchmarks.aot_50k [--num-views 50000] [--world-size 8]
+Run: python -m odin_bench.aot_50k [--num-views 50000] [--world-size 8]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Startup cost at a million SfM points: nerfstudio's COLMAP readers and sklearn kNN against odin-ns' vectorised
 readers and k-d tree, side by side on a synthetic model of the large preset's size (written once, no images).
 
-Usage: ``python -m odin_ns.benchmarks.colmap_readers [--points 1290820] [--views 240] [--track-length 8]``.
+Usage: ``python -m odin_bench.colmap_readers [--points 1290820] [--views 240] [--track-length 8]``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ in ``host_ops``; the rasterizer's forward is counted apart, since on the CPU the
 gsplat's few fused kernels (its backward, and that of the loss's SSIM, which on the CPU is pytorch_msssim's rather
 than one Triton kernel, show under their autograd nodes). The steps counted neither log, evaluate, save nor refine.
 
-Usage: ``odin-ns step-ops --data data/demo [--views-per-rank 1] [--steps 5]``; prints a table, then JSON.
+Usage: ``odin-bench step-ops --data data/demo [--views-per-rank 1] [--steps 5]``; prints a table, then JSON.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import torch
 import tyro
 
 import odin_ns.model
-from odin_ns.benchmarks.host_ops import OpCounter, _count_kernel_calls_as_launches
-from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
+from odin_bench.host_ops import OpCounter, _count_kernel_calls_as_launches
+from odin_bench.host_waits import in_process_trainer, run_step
 
 
 class _SiteCounter(OpCounter):

@@ -1,7 +1,7 @@
 """Benchmark of odin_ns.kernels against their torch equivalents (prints markdown tables).
 
-    python -m odin_ns.benchmarks.kernels_bench                       # GPU: N = 1M, 3M, 10M
-    python -m odin_ns.benchmarks.kernels_bench --device cpu --sizes 10000   # smoke test
+    python -m odin_bench.kernels_bench                       # GPU: N = 1M, 3M, 10M
+    python -m odin_bench.kernels_bench --device cpu --sizes 10000   # smoke test
 
 Scopes are uniformly random subsets of the Gaussians (the worst case for locality). Three tables:
 

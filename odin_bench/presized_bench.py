@@ -1,7 +1,7 @@
 """Benchmark of the presized tile intersections against gsplat's ``isect_tiles`` (prints a markdown table).
 
-    python -m odin_ns.cli bench-presized                          # GPU: 0.3M, 1M, 3M visible Gaussians at 1280x720
-    python -m odin_ns.cli bench-presized --device cpu --sizes 2000   # smoke test (the reference renderer's pairs)
+    python -m odin_bench.cli bench-presized                          # GPU: 0.3M, 1M, 3M visible Gaussians at 1280x720
+    python -m odin_bench.cli bench-presized --device cpu --sizes 2000   # smoke test (the reference renderer's pairs)
 
 Screen-space Gaussians are uniform over the image with log-normal radii (median ``radius_px``), the shape of a
 projected scene. Both columns build the sorted (camera, tile, depth) keys and Gaussian ids and encode the tile
@@ -20,7 +20,7 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from odin_ns.benchmarks.kernels_bench import Timer, describe, print_table
+from odin_bench.kernels_bench import Timer, describe, print_table
 from odin_ns.kernels import resolve_backend
 from odin_ns.rendering.presized import ROUND_TO, presized_isect_tiles, tile_key_bits
 

@@ -46,9 +46,9 @@ from odin_ns.kernels import BITS_PER_WORD
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.exchange import shard_ranges
 from odin_ns.runtime.window import SyncPathStretches, WindowDecision
-from odin_ns.scaling.links import Link, all_gather, all_reduce, all_to_all
-from odin_ns.scaling.measured import Calibration, MeasuredRun, ScalingInputError
-from odin_ns.scaling.windows import RecordedPath, WindowStatistics, window_decisions
+from odin_bench.scaling.links import Link, all_gather, all_reduce, all_to_all
+from odin_bench.scaling.measured import Calibration, MeasuredRun, ScalingInputError
+from odin_bench.scaling.windows import RecordedPath, WindowStatistics, window_decisions
 from odin_ns.schedule.plan import SchedulePlan
 from odin_ns.sync.gate import ThroughputFirstPolicy
 from odin_ns.sync.hazards import QualityFirstPolicy
@@ -124,7 +124,7 @@ class Wire:
     ) -> list[float]:
         """Seconds of each collective the sharded peer launches in a step: pairs of this rank's Gaussians and every
         rank's cameras go out (only visible pairs when packed, ``sends='visible'``; all of them otherwise, as
-        ``odin_ns.benchmarks.gsplat_distributed`` runs it) and their gradients come back."""
+        ``odin_bench.gsplat_distributed`` runs it) and their gradients come back."""
         share = visible_share if sends == "visible" else 1.0
         pairs = views_per_rank * self.gaussians * share
         forward = PROJECTED_BYTES + (PAIR_INDEX_BYTES if sends == "visible" else 0)

@@ -101,4 +101,4 @@ assumptions (80% of the line rate; switched Ethernet and NCCL's socket or RoCE t
 microseconds per message)."""
 
 PRESETS = {link.name: link for link in (NVSWITCH, PCIE, INFINIBAND, ETHERNET)}
-"""The links ``odin-ns simulate --links`` knows, by name."""
+"""The links ``odin-bench simulate --links`` knows, by name."""

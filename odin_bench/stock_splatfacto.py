@@ -2,7 +2,7 @@
 
 Stock splatfacto builds LPIPS while constructing the model, which downloads AlexNet and crashes offline (every machine
 here). For benchmarking, LPIPS is replaced by a stand-in that reports NaN; nothing else of stock nerfstudio changes,
-so its training speed and PSNR/SSIM are the stock ones. Usage: ``python -m odin_ns.benchmarks.stock_splatfacto
+so its training speed and PSNR/SSIM are the stock ones. Usage: ``python -m odin_bench.stock_splatfacto
 splatfacto ARGS``.
 """
 

@@ -8,7 +8,7 @@ Triton kernel is one launch on the GPU (on the CPU its torch fallback dispatches
 ``visible_fraction`` of them, consecutive units alternate between two disjoint halves of the rows (so quality-first
 can overlap) and every ``conflict_every``-th unit re-reads the previous unit's rows (so it must wait).
 
-Usage: ``python -m odin_ns.benchmarks.host_ops [--rows 300000] [--units 30]``; prints a table and JSON.
+Usage: ``python -m odin_bench.host_ops [--rows 300000] [--units 30]``; prints a table and JSON.
 """
 
 from __future__ import annotations

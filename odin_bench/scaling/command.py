@@ -1,4 +1,4 @@
-"""``odin-ns simulate``: predicted step time and views/s per mode and world size over modelled links, from measured
+"""``odin-bench simulate``: predicted step time and views/s per mode and world size over modelled links, from measured
 unit logs; ``--validate`` checks the model against a measured 2-rank run; ``--plot`` draws views/s against W.
 
 Tables are Markdown, so they paste into docs/scaling.md beside the command that printed them.
@@ -15,8 +15,8 @@ import numpy as np
 import tyro
 
 from odin_ns.runtime.config import RuntimeConfig
-from odin_ns.scaling.links import PRESETS, Link
-from odin_ns.scaling.measured import (
+from odin_bench.scaling.links import PRESETS, Link
+from odin_bench.scaling.measured import (
     Calibration,
     HostBound,
     MeasuredRun,
@@ -26,7 +26,7 @@ from odin_ns.scaling.measured import (
     load_bench,
     load_run,
 )
-from odin_ns.scaling.replay import (
+from odin_bench.scaling.replay import (
     MODES,
     OVERLAPPED,
     Prediction,
@@ -37,7 +37,7 @@ from odin_ns.scaling.replay import (
     predictable,
     run_collectives,
 )
-from odin_ns.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
+from odin_bench.scaling.windows import RecordedPath, WindowStatistics, recorded_paths
 from odin_ns.schedule.plan import SchedulePlan
 
 
@@ -56,7 +56,7 @@ class SimulateCommand:
     names <label>/<scene>/<method>/<timestamp>: median of the second half) or 'units' (the unit logs alone: per unit
     the slowest rank's compute + re-run + exposed wait + publication, so no host time outside the runtime's spans)."""
     bench: Tuple[Path, ...] = ()
-    """odin-ns bench results.json files holding the runs' step times (--step-time bench)."""
+    """odin-bench bench results.json files holding the runs' step times (--step-time bench)."""
     plan: Optional[Path] = None
     """The capture's plan.npz (odin-ns plan, same seed as training): views reach ranks as the runtime deals them.
     Without it each rank's views are drawn from the measured per-view times."""
@@ -66,11 +66,11 @@ class SimulateCommand:
     """Views per rank of the measured runs (--pipeline.datamanager.views-per-rank), kept at every world size."""
     world_sizes: Tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     links: Tuple[str, ...] = ("nvswitch", "pcie", "infiniband", "ethernet")
-    """Link presets (odin_ns/scaling/links.py)."""
+    """Link presets (odin_bench/scaling/links.py)."""
     modes: Tuple[str, ...] = MODES
     sharded_sends: ShardedSends = "visible"
     """Sharded peer: 'visible' sends only the (Gaussian, camera) pairs a camera sees (gsplat's packed mode, as
-    Grendel-GS does); 'all' sends every pair (packed=False, how odin-ns bench runs gsplat-distributed)."""
+    Grendel-GS does); 'all' sends every pair (packed=False, how odin-bench bench runs gsplat-distributed)."""
     gaussians: Optional[int] = None
     """Gaussian count, for runs without tensorboard scalars."""
     sh_degree: int = 3
@@ -101,7 +101,7 @@ class SimulateCommand:
     collective_launch_ms: Optional[float] = None
     """Host-bound term: host time one collective's launch adds to a unit. None: fitted on the runs on 2+ ranks that
     launch collectives (median of (host per unit - E[max_W H]) / collectives per unit); without any, 0.31 ms,
-    that fit on the eighth session's six 2-H200 cup77 runs (odin_ns.scaling.measured.H200_COLLECTIVE_LAUNCH_S)."""
+    that fit on the eighth session's six 2-H200 cup77 runs (odin_bench.scaling.measured.H200_COLLECTIVE_LAUNCH_S)."""
     steps_per_log: Optional[int] = None
     """nerfstudio's --logging.steps-per-log of the runs, for the host-bound term: the unit after each logging step
     carries its host work on every rank at once, so those units are drawn apart from the rest. None: each run's

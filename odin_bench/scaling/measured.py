@@ -6,7 +6,7 @@ number of logs). The unit log times the runtime's own spans, not the whole train
 time comes from one of three references (``StepTime``):
 
 * ``tensorboard``: nerfstudio's ``Train Iter (time)`` scalars in the run's event files (their mean);
-* ``bench``: the ``step_s`` an ``odin-ns bench`` results.json holds for the run (the median of the same scalars),
+* ``bench``: the ``step_s`` an ``odin-bench bench`` results.json holds for the run (the median of the same scalars),
   matched to the run directory by the trailing names of its path (``<label>/<scene>/<method>/<timestamp>``);
 * ``units``: the unit logs alone: per unit, the slowest rank's compute + re-run + exposed wait + publication. It
   holds no host time outside the runtime's spans (data, logging, Python, launching the collectives), so a step
@@ -14,7 +14,7 @@ time comes from one of three references (``StepTime``):
 
 The Gaussian count comes from tensorboard's ``gaussian_count``, else from the bytes a dense exchange moved (rank 0's
 ``bytes_exchanged``: the scope all-gather's bitmaps and every row of the gradient table), else from ``--gaussians``.
-Like ``odin-ns bench``, only the second half of a run counts: the first half is warm-up.
+Like ``odin-bench bench``, only the second half of a run counts: the first half is warm-up.
 
 Records that carry host times (``HOST_TIMES``) also give what a peer adds to a host-bound step (``HostBound``): the
 slowest of W hosts, drawn from the 1-rank runs' host time per unit, and a host cost per collective launched. The units
@@ -49,11 +49,11 @@ StepTime = Literal["tensorboard", "bench", "units"]
 
 
 class ScalingInputError(ValueError):
-    """Input the model cannot use; the message is the one line ``odin-ns simulate`` prints."""
+    """Input the model cannot use; the message is the one line ``odin-bench simulate`` prints."""
 
 
 def steady(values: Sequence) -> list:
-    """The second half of a run's per-step values (``odin-ns bench``'s rule: the first half is warm-up)."""
+    """The second half of a run's per-step values (``odin-bench bench``'s rule: the first half is warm-up)."""
     return list(values[len(values) // 2 :])
 
 
@@ -234,7 +234,7 @@ def slowest_span_s(ranks: Sequence[Sequence[UnitRecord]]) -> float:
 
 @dataclass(frozen=True)
 class BenchRun:
-    """One run of an ``odin-ns bench`` results.json: its measured step time and where it ran."""
+    """One run of an ``odin-bench bench`` results.json: its measured step time and where it ran."""
 
     run_dir: Path
     """The run directory as the bench wrote it (on the machine that ran it)."""
@@ -361,7 +361,7 @@ class HostBound:
     Every rank runs nerfstudio's logging work in the same unit (``logging_units``), so the slowest host is drawn per
     group (``expected_slowest``): at a logging unit the slowest of W of the 1-rank runs' logging units, at any other
     the slowest of W of the rest. Without the logging cadence, all units are one group (H drawn independently). The
-    collectives come from the caller (the runtime's plan, ``odin_ns.scaling.replay.Wire.collectives``)."""
+    collectives come from the caller (the runtime's plan, ``odin_bench.scaling.replay.Wire.collectives``)."""
 
     host: np.ndarray
     """H of every steady unit of the 1-rank runs."""

@@ -1,7 +1,7 @@
 """The training loss's SSIM term, forward + backward: pytorch_msssim (today's loss) vs the fused Triton SSIM.
 
-    python -m odin_ns.benchmarks.ssim_bench                      # [1,600,800,3] and [4,600,800,3] on CUDA
-    python -m odin_ns.benchmarks.ssim_bench --shapes 2x300x400x3 --repeats 20
+    python -m odin_bench.ssim_bench                      # [1,600,800,3] and [4,600,800,3] on CUDA
+    python -m odin_bench.ssim_bench --shapes 2x300x400x3 --repeats 20
 
 Each timed call is what the loss does: ``1 - ssim`` of a prediction against its target, then backward into the
 prediction. GPU time is the median over ``--repeats`` calls of CUDA events around the call; host time is the median

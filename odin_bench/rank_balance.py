@@ -7,7 +7,7 @@ compute kernels on the two ranks over the same six steps). The plan's ``balance_
 similar estimated cost; this script measures what that buys, alternating the two configurations over seeds so
 machine drift hits both alike.
 
-Usage: ``python -m odin_ns.benchmarks.rank_balance --data SCENE [--ranks 2] [--steps 120] [--seeds 2]``; prints the mean
+Usage: ``python -m odin_bench.rank_balance --data SCENE [--ranks 2] [--steps 120] [--seeds 2]``; prints the mean
 step time over the second half of each run (the mean, not the median: the cost of imbalance sits in the minority of
 steps that pair unlike views, and throughput is total time), the median, rank 0's exposed wait per unit and the
 ratio of the means (``--quality``: also held-out PSNR/SSIM, balanced minus cost-blind per seed); each run's log
@@ -25,7 +25,7 @@ from pathlib import Path
 import tyro
 from tqdm import tqdm
 
-from odin_ns.benchmarks.bench import (
+from odin_bench.bench import (
     evaluate,
     iteration_times,
     paired_quality_deltas,
