@@ -22,7 +22,7 @@ import pytest
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from odin_ns.benchmarks.host_waits import in_process_trainer, run_step
+from in_process import in_process_trainer, run_step
 from odin_ns.gaussians import GAUSSIAN_GROUPS
 
 EQUAL_STEPS = 3
