@@ -409,14 +409,34 @@ class OdinSplatfactoModel(SplatfactoModel):
         l1 = torch.abs(target - predicted).mean()
         ssim = 1 - fused_ssim(predicted, target)  # Triton on CUDA; on the CPU the same pytorch_msssim call as before
         losses = {"main_loss": (1 - self.config.ssim_lambda) * l1 + self.config.ssim_lambda * ssim}
-        if self.config.use_scale_regularization and self.step % 10 == 0:
-            scales = torch.exp(self.scales)
-            ratio = scales.amax(dim=-1) / scales.amin(dim=-1)
+        if self.regularizes_scales:
+            ratio = self._scale_ratios()
             losses["scale_reg"] = 0.1 * (ratio.clamp_min(self.config.max_gauss_ratio) - self.config.max_gauss_ratio).mean()
         self.camera_optimizer.get_loss_dict(losses)
         if self.config.use_bilateral_grid:
             losses["tv_loss"] = 10 * total_variation_loss(self.bil_grids.grids)
         return losses
+
+    @property
+    def regularizes_scales(self) -> bool:
+        """Whether this training step's loss holds splatfacto's scale regularization (every tenth step)."""
+        return self.config.use_scale_regularization and self.step % 10 == 0
+
+    def _scale_ratios(self) -> torch.Tensor:
+        """Each Gaussian's largest over smallest scale, from the tensors this step renders from."""
+        source = self.gauss_params if self._render_params is None else self._render_params
+        scales = torch.exp(source["scales"])
+        return scales.amax(dim=-1) / scales.amin(dim=-1)
+
+    @torch.no_grad()
+    def updated_rows(self) -> torch.Tensor:
+        """bool [N]: the Gaussians this training step's loss can give a gradient: those its views saw and, on a scale
+        regularization step, those whose scale ratio reaches ``max_gauss_ratio`` (the regularizer's gradient is zero
+        below it), seen or not."""
+        rows = (self.info["radii"] > 0).any(dim=0)
+        if self.regularizes_scales:
+            rows |= self._scale_ratios() >= self.config.max_gauss_ratio
+        return rows
 
     def get_image_metrics_and_images(
         self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]

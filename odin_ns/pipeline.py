@@ -109,7 +109,7 @@ class OdinPipeline(VanillaPipeline):
             loss = torch.stack(list(losses.values())).sum() if len(losses) > 1 else next(iter(losses.values()))
             loss.backward()
             results.update(losses=losses, metrics=metrics)
-            return loss.detach(), (self.model.info["radii"] > 0).any(dim=0)
+            return loss.detach(), self.model.updated_rows()
 
         def read_scope(views: Dict[str, torch.Tensor]) -> torch.Tensor:
             with self.model.rendering_from(views):
@@ -190,11 +190,6 @@ class OdinPipeline(VanillaPipeline):
             if self.context.world_size == 1 and config.overlapped:
                 CONSOLE.log(f"one rank: nothing to overlap, {config.mode} runs as sync")
                 config = dataclasses.replace(config, mode="sync", read_scopes="measured")
-            if config.adam == "auto":  # resolved by the ranks of the run: a no-exchange replica holds one of them
-                config = dataclasses.replace(config, adam=config.resolved_adam(self.context.world_size))
-                if config.adam == "dense":
-                    CONSOLE.log("one rank: Adam steps every Gaussian, as stock splatfacto's "
-                                "(--pipeline.odin.adam selective: only those each step saw)")
             predictor = self._read_predictor(optimizers) if config.read_scopes == "predicted" else None
             gaussian_optimizers = {name: optimizers.optimizers[name] for name in GAUSSIAN_GROUPS}
             dense_params = [

@@ -161,6 +161,37 @@ def test_packed_adam_step_equals_each_group_stepped_alone(case, n, fraction, row
             assert torch.equal(got[:, group.lo : group.hi], want), f"columns {group.lo}-{group.hi} differ"
 
 
+@pytest.mark.parametrize("n", [1, 33, 1000, 4133])
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.5, 1.0])
+@pytest.mark.parametrize("row_range", [None, "middle"])
+def test_drift_of_the_complement_then_the_scope_is_bitwise_the_dense_step(case, n, fraction, row_range):
+    """Dense Adam split in two: a zero-gradient step (no gradient read) over the rows outside a scope, then the
+    scope's rows with their gradients, ends bitwise where one dense step over a gradient that is zero outside the
+    scope ends, and the drift leaves the scope's rows untouched."""
+    backend, device = case
+    rng = np.random.default_rng(n + 29)
+    columns = _splatfacto_columns(scale=1.0)
+    mask = random_mask(rng, (n,), fraction)
+    arrays = [rng.standard_normal((n, 59)).astype(np.float32) for _ in range(2)] + [rng.random((n, 59)).astype(np.float32)]
+    grad = rng.standard_normal((n, 59)).astype(np.float32) * mask[:, None]
+    rows = to_device_bitmap(mask, device)
+    row_range = None if row_range is None else (n // 3, n - n // 4)
+    dense = [torch.from_numpy(a.copy()).to(device) for a in arrays]
+    split = [torch.from_numpy(a.copy()).to(device) for a in arrays]
+    K.packed_adam_step(dense[0], torch.from_numpy(grad).to(device), *dense[1:], None, columns, 0.9, 0.999, 7,
+                       row_range, backend=backend)
+    before = [t.clone() for t in split]
+    K.packed_adam_step(split[0], None, *split[1:], rows, columns, 0.9, 0.999, 7, row_range, backend=backend,
+                       complement=True)
+    scope = torch.from_numpy(mask).to(device)
+    for got, was in zip(split, before):
+        assert torch.equal(got[scope], was[scope]), "the drift wrote a row of the scope"
+    K.packed_adam_step(split[0], torch.from_numpy(grad).to(device), *split[1:], rows, columns, 0.9, 0.999, 7,
+                       row_range, backend=backend)
+    for got, want in zip(split, dense):
+        assert torch.equal(got, want)
+
+
 def _splatfacto_columns(scale: float) -> list:
     widths = (3, 3, 4, 3, 45, 1)
     edges = np.cumsum((0, *widths))
@@ -217,7 +248,7 @@ def test_packed_adam_stops_capturing_where_the_operands_keep_changing(monkeypatc
     ``JUDGED_AFTER`` captures are made, another is made only while the replays number four per capture. Where they repeat (a
     sync run's one range) captures stay rare and every later step replays. The capture itself is stood in for (it
     needs CUDA): a graph whose replay launches the step."""
-    def stand_in(self, param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range, key):
+    def stand_in(self, param, grad, exp_avg, exp_avg_sq, rows, complement, columns, beta1, beta2, step, row_range, key):
         hyper = torch.empty(2 * param.shape[1] + 1)
         graph = types.SimpleNamespace(replay=lambda: K.packed_adam_step(
             param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, self._step_now, row_range))
@@ -225,7 +256,7 @@ def test_packed_adam_stops_capturing_where_the_operands_keep_changing(monkeypatc
         self._graphs[key] = (graph, hyper)
         return self._graphs[key]
 
-    def key(self, param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, row_range):
+    def key(self, param, grad, exp_avg, exp_avg_sq, rows, complement, beta1, beta2, row_range):
         return tuple(row_range)
 
     monkeypatch.setattr(K.PackedAdam, "_captured", stand_in)

@@ -288,6 +288,9 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
     ):
         for mode in ("sync", "quality-first"):
             results[f"{name}/{mode}/dense"] = train(rank, schedule, params, mode=mode, exchange="dense")
+    for mode in ("sync", "quality-first"):
+        results[f"disjoint/{mode}/selective"] = train(rank, DISJOINT, initial_params(), mode=mode, adam="selective")
+        results[f"predicted/{mode}/selective"] = train_predicted(rank, mode, adam="selective")
     results["disjoint/quality-first/scoped"] = train(
         rank, DISJOINT, initial_params(), mode="quality-first", exchange="scoped"
     )
@@ -375,6 +378,24 @@ def test_quality_first_matches_sync_while_overlapping(results):
         assert summary.windows_admitted == summary.windows_overlapped == len(DISJOINT) - 1
         assert summary.units == len(DISJOINT)
     assert_same_state(results[1]["disjoint/quality-first/dense"][0], results[0]["disjoint/quality-first/dense"][0])
+
+
+def test_dense_adam_steps_every_row_and_selective_adam_only_those_seen(results):
+    """Both optimizers keep quality-first equal to sync, measured and predicted; they are different optimizers (dense
+    Adam moves rows a unit did not see along their momentum), and with predicted scopes dense Adam does not exchange
+    the buckets no unit updates, which selective Adam's publication of the update scope's buckets still sends."""
+    for rank_results in results:
+        for scenario in ("disjoint", "predicted"):
+            quality_first, sync = (rank_results[f"{scenario}/{mode}/selective"] for mode in ("quality-first", "sync"))
+            assert_same_state(quality_first[0], sync[0])
+            dense = rank_results["disjoint/sync/dense" if scenario == "disjoint" else "predicted/sync"][0]
+            assert not torch.equal(dense["means"], sync[0]["means"])
+        windows = [record.window for record in records_of(rank_results["disjoint/quality-first/selective"])]
+        assert sum(window.overlapped for window in windows if window) == len(DISJOINT) - 1
+        sent = {adam: sum(record.bytes_exchanged for record in records_of(run))
+                for adam, run in (("dense", rank_results["predicted/quality-first"]),
+                                  ("selective", rank_results["predicted/quality-first/selective"]))}
+        assert sent["dense"] < sent["selective"]
 
 
 def test_predicted_read_scopes_equal_sync_with_buckets_left_in_flight(results):

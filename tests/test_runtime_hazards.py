@@ -199,15 +199,14 @@ def test_publication_must_not_happen_while_a_unit_graph_is_alive():
     assert torch.equal(view.grad, torch.full((5, 3), 4.0))
 
 
-def test_adam_auto_is_stocks_dense_adam_alone_and_selective_with_peers():
-    """One rank overlaps nothing, so it steps every row as stock splatfacto does; with peers every mode steps the
-    update scope (sync too, so quality-first keeps equalling sync). An explicit choice is kept whatever the ranks."""
-    assert RuntimeConfig().adam == "auto"
-    assert RuntimeConfig().resolved_adam(1) == "dense"
-    assert RuntimeConfig().resolved_adam(2) == "selective"
-    assert RuntimeConfig(mode="sync").resolved_adam(4) == "selective"
-    assert RuntimeConfig(adam="selective").resolved_adam(1) == "selective"
-    assert RuntimeConfig(mode="sync", adam="dense").resolved_adam(4) == "dense"
+def test_adam_is_stocks_dense_adam_by_default_in_every_mode():
+    """Dense Adam is the default and is accepted in every mode (the overlapped ones drift the rows outside a unit's
+    update scope ahead of its exchange); selective Adam stays a choice; anything else is refused."""
+    for mode in ("sync", "quality-first", "throughput-first"):
+        assert RuntimeConfig(mode=mode).adam == "dense"
+        assert RuntimeConfig(mode=mode, adam="selective").adam == "selective"
+    with pytest.raises(ValueError, match="adam must be one of"):
+        RuntimeConfig(adam="auto")
 
 
 def test_runtime_config_and_environment_errors_name_the_problem():
@@ -215,8 +214,6 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         RuntimeConfig(mode="hogwild")
     with pytest.raises(ValueError, match="exchange must be one of"):
         RuntimeConfig(exchange="sparse")
-    with pytest.raises(ValueError, match="'dense' without overlap"):
-        RuntimeConfig(mode="quality-first", adam="dense")
     with pytest.raises(ValueError, match="bucket_mb must be positive"):
         RuntimeConfig(bucket_mb=0)
     with pytest.raises(ValueError, match="read_scopes must be one of"):

@@ -106,7 +106,7 @@ def test_one_rank_sync_step_learns_what_nerfstudios_loop_with_torch_adam_learns(
         torch.manual_seed(0)  # splatfacto's random quaternions
         trainers.append(in_process_trainer(tiny_scene, tmp_path / name, "cpu"))
     odin, plain = trainers
-    assert odin.pipeline.config.odin.adam == "auto"  # the default, dense on one rank
+    assert odin.pipeline.config.odin.adam == "dense"  # the default
     with_torch_adam(plain)
     for step in range(EQUAL_STEPS):
         run_step(odin, step)

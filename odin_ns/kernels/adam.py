@@ -1,7 +1,10 @@
-"""Selective Adam publication: one fused pass that applies Adam only to the Gaussians of an update scope.
+"""Adam publication in fused passes over row selections: the Gaussians of an update scope, or every other row.
 
-Rows outside the scope are neither read nor written (param and both moments stay bit-identical), which is what lets
-a unit publish its update scope while other units still read the rest of the model.
+Rows outside a selection are neither read nor written (param and both moments stay bit-identical), which is what
+lets a unit publish its update scope while other units still read the rest of the model. A step may also take no
+gradient (``grad`` None): dense Adam's step of a row whose gradient is zero, its drift, which needs nothing from
+the exchange; stepping the complement of a scope that way and the scope with its gradients is, element for
+element, the dense step.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ def _check_row_range(row_range: tuple[int, int] | None, n: int) -> tuple[int, in
 
 
 def _check_adam_tensors(
-    param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor
+    param: torch.Tensor, grad: torch.Tensor | None, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor
 ) -> None:
     if param.dim() == 0:
         raise ValueError("selective_adam_step needs a param of shape [N, ...], got a 0-d tensor")
     for name, tensor in (("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
+        if tensor is None:
+            continue
         if tensor.shape != param.shape or tensor.dtype != param.dtype or tensor.device != param.device:
             raise ValueError(
                 f"{name} is {tuple(tensor.shape)} {tensor.dtype} on {tensor.device}, "
@@ -44,7 +49,7 @@ def _check_adam_tensors(
 
 def _checked_step(
     param: torch.Tensor,
-    grad: torch.Tensor,
+    grad: torch.Tensor | None,
     exp_avg: torch.Tensor,
     exp_avg_sq: torch.Tensor,
     rows: torch.Tensor | None,
@@ -113,7 +118,7 @@ def selective_adam_step(
 
 def _torch_adam_rows(
     param: torch.Tensor,
-    grad: torch.Tensor,
+    grad: torch.Tensor | None,
     exp_avg: torch.Tensor,
     exp_avg_sq: torch.Tensor,
     rows: torch.Tensor | None,
@@ -124,13 +129,19 @@ def _torch_adam_rows(
     step: int,
     lo: int,
     hi: int,
+    complement: bool = False,
 ) -> None:
-    """The torch fallback on [N, D] tensors (column slices of a packed table too): rows lo..hi-1 in ``rows``."""
+    """The torch fallback on [N, D] tensors (column slices of a packed table too): rows lo..hi-1 in ``rows`` (not
+    in ``rows`` with ``complement``); ``grad`` None is a zero gradient."""
+    grad_rows = torch.zeros_like(param[lo:hi]) if grad is None else grad[lo:hi]
     if rows is None:
-        adam_update_(param[lo:hi], grad[lo:hi], exp_avg[lo:hi], exp_avg_sq[lo:hi], lr, beta1, beta2, eps, step)
+        adam_update_(param[lo:hi], grad_rows, exp_avg[lo:hi], exp_avg_sq[lo:hi], lr, beta1, beta2, eps, step)
         return
     selected = bitmap_to_mask(rows, param.shape[0], backend="torch")[lo:hi, None]  # a mask, not indices: no host read
-    p, g, m, v = (t[lo:hi].clone() for t in (param, grad, exp_avg, exp_avg_sq))
+    if complement:
+        selected = ~selected
+    p, m, v = (t[lo:hi].clone() for t in (param, exp_avg, exp_avg_sq))
+    g = grad_rows.clone()
     adam_update_(p, g, m, v, lr, beta1, beta2, eps, step)
     for target, updated in zip((param, exp_avg, exp_avg_sq), (p, m, v)):
         target[lo:hi] = torch.where(selected, updated, target[lo:hi])
@@ -168,10 +179,11 @@ def packed_adam_hyper(
 
 def _launch_packed_adam(
     param: torch.Tensor,
-    grad: torch.Tensor,
+    grad: torch.Tensor | None,
     exp_avg: torch.Tensor,
     exp_avg_sq: torch.Tensor,
     rows: torch.Tensor | None,
+    complement: bool,
     beta1: float,
     beta2: float,
     lo: int,
@@ -181,14 +193,15 @@ def _launch_packed_adam(
     """The Triton launch, its step-dependent values all read from ``hyper`` on the device (the scalars it also takes
     are unused with it): one launch serves every step, so a CUDA graph can capture it."""
     triton_kernels().selective_adam_step(
-        param, grad, exp_avg, exp_avg_sq, rows, 0.0, beta1, beta2, 0.0, 1, lo, hi, column_hyper=hyper
+        param, grad, exp_avg, exp_avg_sq, rows, 0.0, beta1, beta2, 0.0, 1, lo, hi, column_hyper=hyper,
+        complement=complement,
     )
 
 
 @torch.no_grad()
 def packed_adam_step(
     param: torch.Tensor,
-    grad: torch.Tensor,
+    grad: torch.Tensor | None,
     exp_avg: torch.Tensor,
     exp_avg_sq: torch.Tensor,
     rows: torch.Tensor | None,
@@ -198,22 +211,27 @@ def packed_adam_step(
     step: int,
     row_range: tuple[int, int] | None = None,
     backend: str = "auto",
+    complement: bool = False,
 ) -> None:
     """``selective_adam_step`` over a packed [N, C] table whose column groups have their own learning rate and eps:
     one launch for every group (Triton), each element stepped exactly as ``selective_adam_step`` steps its group's
-    column slice."""
+    column slice. ``grad`` None steps with a zero gradient without reading one (dense Adam's drift);
+    ``complement`` steps the rows of ``row_range`` whose bit in ``rows`` is clear instead of those set."""
     if param.dim() != 2:
         raise ValueError(f"packed_adam_step needs a [N, C] table, got {tuple(param.shape)}")
+    if complement and rows is None:
+        raise ValueError("complement needs a rows bitmap whose clear bits select the rows")
     _check_columns(columns, param.shape[1])
     lo, hi = _checked_step(param, grad, exp_avg, exp_avg_sq, rows, step, row_range)
+    grad = None if grad is None else grad.contiguous()
     if resolve_backend(backend, param) == "triton":
         hyper = packed_adam_hyper(columns, param.shape[1], beta1, beta2, step).to(param.device, non_blocking=True)
-        _launch_packed_adam(param, grad.contiguous(), exp_avg, exp_avg_sq, rows, beta1, beta2, lo, hi, hyper)
+        _launch_packed_adam(param, grad, exp_avg, exp_avg_sq, rows, complement, beta1, beta2, lo, hi, hyper)
         return
     for group in columns:
         _torch_adam_rows(
-            *(t[:, group.lo : group.hi] for t in (param, grad, exp_avg, exp_avg_sq)), rows, group.lr, beta1, beta2,
-            group.eps, step, lo, hi,
+            *(None if t is None else t[:, group.lo : group.hi] for t in (param, grad, exp_avg, exp_avg_sq)), rows,
+            group.lr, beta1, beta2, group.eps, step, lo, hi, complement,
         )
 
 
@@ -248,7 +266,7 @@ class PackedAdam:
     def step(
         self,
         param: torch.Tensor,
-        grad: torch.Tensor,
+        grad: torch.Tensor | None,
         exp_avg: torch.Tensor,
         exp_avg_sq: torch.Tensor,
         rows: torch.Tensor | None,
@@ -257,18 +275,21 @@ class PackedAdam:
         beta2: float,
         step: int,
         row_range: tuple[int, int],
+        complement: bool = False,
     ) -> None:
         """``packed_adam_step`` with these operands."""
-        key = self._key(param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, row_range)
+        key = self._key(param, grad, exp_avg, exp_avg_sq, rows, complement, beta1, beta2, row_range)
         entry = None if key is None else self._graphs.get(key)
         if entry is None and key in self._sighted and self._captures_pay():
-            entry = self._captured(param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range, key)
+            entry = self._captured(param, grad, exp_avg, exp_avg_sq, rows, complement, columns, beta1, beta2, step,
+                                   row_range, key)
         if entry is None:
             if key is not None:
                 if len(self._sighted) >= self.MAX_SIGHTINGS:
                     self._sighted.clear()
                 self._sighted.add(key)
-            packed_adam_step(param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range)
+            packed_adam_step(param, grad, exp_avg, exp_avg_sq, rows, columns, beta1, beta2, step, row_range,
+                             complement=complement)
             return
         if step < 1:
             raise ValueError(f"Adam step count must be >= 1, got {step}")
@@ -284,10 +305,11 @@ class PackedAdam:
     def _key(
         self,
         param: torch.Tensor,
-        grad: torch.Tensor,
+        grad: torch.Tensor | None,
         exp_avg: torch.Tensor,
         exp_avg_sq: torch.Tensor,
         rows: torch.Tensor | None,
+        complement: bool,
         beta1: float,
         beta2: float,
         row_range: tuple[int, int],
@@ -296,21 +318,22 @@ class PackedAdam:
         non-contiguous gradient table, an empty range)."""
         if not self.capture or not param.is_cuda or resolve_backend("auto", param) != "triton":
             return None
-        if not grad.is_contiguous() or row_range[1] <= row_range[0]:
+        if (grad is not None and not grad.is_contiguous()) or row_range[1] <= row_range[0]:
             return None
-        tensors = (param, grad, exp_avg, exp_avg_sq, *(() if rows is None else (rows,)))
+        tensors = (param, exp_avg, exp_avg_sq, *(() if grad is None else (grad,)), *(() if rows is None else (rows,)))
         return (
             tuple((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype) for t in tensors),
-            rows is None, beta1, beta2, tuple(row_range),
+            grad is None, rows is None, complement, beta1, beta2, tuple(row_range),
         )
 
     def _captured(
         self,
         param: torch.Tensor,
-        grad: torch.Tensor,
+        grad: torch.Tensor | None,
         exp_avg: torch.Tensor,
         exp_avg_sq: torch.Tensor,
         rows: torch.Tensor | None,
+        complement: bool,
         columns: Sequence[ColumnGroup],
         beta1: float,
         beta2: float,
@@ -328,7 +351,7 @@ class PackedAdam:
         with torch.cuda.stream(self._stream):
             graph.capture_begin(capture_error_mode="thread_local")  # other threads (the NCCL watch) may use CUDA
             try:
-                _launch_packed_adam(param, grad, exp_avg, exp_avg_sq, rows, beta1, beta2, lo, hi, hyper)
+                _launch_packed_adam(param, grad, exp_avg, exp_avg_sq, rows, complement, beta1, beta2, lo, hi, hyper)
             finally:
                 graph.capture_end()
         self.captures += 1

@@ -119,13 +119,17 @@ def _to_mask_kernel(a_ptr, out_ptr, n, BLOCK: tl.constexpr):
 @triton.jit
 def _adam_update(
     param_ptr, grad_ptr, exp_avg_ptr, exp_avg_sq_ptr, offsets, mask,
-    one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size,
+    one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size, HAS_GRAD: tl.constexpr,
 ):
-    """torch's single-tensor Adam, op for op, on the elements at ``offsets`` (``mask`` None = all of them)."""
-    grad = tl.load(grad_ptr + offsets, mask=mask)
+    """torch's single-tensor Adam, op for op, on the elements at ``offsets`` (``mask`` None = all of them).
+    ``HAS_GRAD`` False: the gradient is zero (a drift step), put through the same operations as a loaded one."""
     exp_avg = tl.load(exp_avg_ptr + offsets, mask=mask)
     exp_avg_sq = tl.load(exp_avg_sq_ptr + offsets, mask=mask)
     param = tl.load(param_ptr + offsets, mask=mask)
+    if HAS_GRAD:
+        grad = tl.load(grad_ptr + offsets, mask=mask)
+    else:
+        grad = tl.zeros_like(exp_avg)
     # exp_avg.lerp_(grad, 1 - beta1): torch's lerp switches formula at weight 0.5 for accuracy.
     exp_avg = tl.where(
         one_minus_beta1 < 0.5,
@@ -158,10 +162,12 @@ def _selective_adam_kernel(
     hyper_ptr,
     ROW_SIZE: tl.constexpr,
     HAS_ROWS: tl.constexpr,
+    COMPLEMENT: tl.constexpr,
+    HAS_GRAD: tl.constexpr,
     PER_COLUMN: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """Adam on the flat elements [start, end) whose row's bit is set.
+    """Adam on the flat elements [start, end) whose row's bit is set (``COMPLEMENT``: whose row's bit is clear).
 
     A block whose elements are all selected takes an unmasked (vectorised) path, one with none does no memory
     traffic beyond its bitmap words, and a mixed block issues loads only for selected rows. ``PER_COLUMN``: the step
@@ -182,21 +188,22 @@ def _selective_adam_kernel(
     if HAS_ROWS:
         row = first_row + offset_in_row // ROW_SIZE
         word = tl.load(rows_ptr + (row >> 5), mask=active, other=0)
-        active = active & (((word >> (row & 31).to(tl.int32)) & 1) != 0)
+        active = active & ((((word >> (row & 31).to(tl.int32)) & 1) != 0) != COMPLEMENT)
     num_active = tl.sum(active.to(tl.int32), axis=0)
     param_ptr += block_start
-    grad_ptr += block_start
+    if HAS_GRAD:
+        grad_ptr += block_start
     exp_avg_ptr += block_start
     exp_avg_sq_ptr += block_start
     if num_active == BLOCK:
         _adam_update(
             param_ptr, grad_ptr, exp_avg_ptr, exp_avg_sq_ptr, local, None,
-            one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size,
+            one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size, HAS_GRAD,
         )
     elif num_active > 0:
         _adam_update(
             param_ptr, grad_ptr, exp_avg_ptr, exp_avg_sq_ptr, local, active,
-            one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size,
+            one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size, HAS_GRAD,
         )
 
 
@@ -413,8 +420,10 @@ def selective_adam_step(
     row_lo: int,
     row_hi: int,
     column_hyper: torch.Tensor | None = None,
+    complement: bool = False,
 ) -> None:
-    """With ``column_hyper`` (fp32 [2 * row size + 1] on ``param``'s device: -lr / (1 - beta1^t) of each column, eps
+    """``grad`` None: a zero gradient (not read). ``complement``: step the rows whose bit in ``rows`` is clear.
+    With ``column_hyper`` (fp32 [2 * row size + 1] on ``param``'s device: -lr / (1 - beta1^t) of each column, eps
     of each column, sqrt(1 - beta2^t)) those replace ``lr``, ``eps`` and ``step``: a launch whose step-dependent
     values all live in device memory, which a CUDA graph can replay at every step."""
     row_size = math.prod(param.shape[1:])
@@ -439,6 +448,8 @@ def selective_adam_step(
         column_hyper,
         ROW_SIZE=row_size,
         HAS_ROWS=rows is not None,
+        COMPLEMENT=complement,
+        HAS_GRAD=grad is not None,
         PER_COLUMN=column_hyper is not None,
         BLOCK=ADAM_BLOCK,
     )

@@ -21,7 +21,7 @@ MODES: tuple[str, ...] = get_args(Mode)
 OVERLAPPED_MODES = ("quality-first", "throughput-first")
 """Modes whose unit t+1 computes while unit t's exchange is in flight."""
 Exchange = Literal["dense", "scoped", "auto"]
-AdamRows = Literal["auto", "selective", "dense"]
+AdamRows = Literal["dense", "selective"]
 ReadScopes = Literal["measured", "predicted"]
 
 
@@ -61,12 +61,11 @@ class RuntimeConfig:
     its size, while waiting for part of an exchange saves only that part's transfer time: for a few MB over NVLink,
     microseconds. A step that is bound by its host pays for every launch (docs/results.md, "What a peer adds to a
     host-bound step, and fewer collectives per unit")."""
-    adam: AdamRows = "auto"
-    """selective: Adam steps only Gaussians some view of the unit saw (what makes update scopes well defined, and
-    what every overlapped mode needs); dense: every Gaussian, stock splatfacto's Adam (sync and no-exchange only);
-    auto: dense on one rank, where nothing overlaps, selective on several, in every mode alike (so quality-first
-    still equals sync). Selective Adam freezes the moments of rows a step did not see, which costs quality where
-    Gaussians are seen rarely (docs/results.md)."""
+    adam: AdamRows = "dense"
+    """dense: Adam steps every Gaussian at every step, as stock splatfacto's, in every mode and on any number of
+    ranks (the rows no view of a unit saw take their zero-gradient step without waiting for the exchange);
+    selective: only the Gaussians some view of the step saw, which skips that work but freezes the moments of rows
+    a step did not see: faster, lower quality where Gaussians are seen rarely (docs/results.md)."""
     sharded_optimizer: bool = False
     """sync only: each rank owns the Adam state of 1/W of the rows. A unit's gradient rows are reduced to their owner,
     which steps them and broadcasts the new rows (the rows' moments are brought to every rank at barriers: before
@@ -94,9 +93,8 @@ class RuntimeConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.adam not in get_args(AdamRows) or (self.adam == "dense" and self.mode in OVERLAPPED_MODES):
-            raise ValueError(f"adam must be 'auto', 'selective', or 'dense' without overlap; got {self.adam!r} in "
-                             f"{self.mode}")
+        if self.adam not in get_args(AdamRows):
+            raise ValueError(f"adam must be one of {get_args(AdamRows)}, got {self.adam!r}")
         if self.exchange not in get_args(Exchange):
             raise ValueError(f"exchange must be one of {get_args(Exchange)}, got {self.exchange!r}")
         if not 0.0 <= self.scoped_below <= 1.0:
@@ -121,12 +119,6 @@ class RuntimeConfig:
             raise ValueError(
                 f"fallback_after must be >= 0 and fallback_units >= 1, got {self.fallback_after}, {self.fallback_units}"
             )
-
-    def resolved_adam(self, world_size: int) -> AdamRows:
-        """``adam`` for a run of ``world_size`` ranks (all of them, not the ranks a no-exchange replica holds)."""
-        if self.adam != "auto":
-            return self.adam
-        return "dense" if world_size == 1 else "selective"
 
     @property
     def overlapped(self) -> bool:

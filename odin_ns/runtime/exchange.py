@@ -67,6 +67,11 @@ class InFlightExchange:
     delayed_scope: torch.Tensor | None = None
     """Rows the next unit was admitted to read stale (throughput-first): published after it ran, never re-run for."""
     published: set[int] = field(default_factory=set)
+    """Buckets whose rows are stepped for this unit (those published, and those drifted whole)."""
+    advanced: bool = False
+    """The unit's first step (publication or drift) advanced the step count."""
+    drifted_outside_scope: bool = False
+    """Dense Adam: the rows outside the update scope took their zero-gradient step; the buckets step the scope's rows."""
     packed: torch.Tensor | None = None
     """The exchanged gradient rows [rows, columns]: the gradient table itself (dense) or the update scope's rows
     gathered from it (scoped, in row order). Bucket b all-reduces its slice ``packed_offsets[b]:packed_offsets[b + 1]``
@@ -80,6 +85,7 @@ class InFlightExchange:
         return [self.staged.gradient_table, *(collective.output for collective in self.buckets.values())]
 
     def unpublished_with_updates(self) -> list[int]:
+        """Buckets holding rows of the update scope that are not yet published."""
         return [b for b, rows in enumerate(self.hazards.update_rows) if rows and b not in self.published]
 
     def collectives(self) -> list[Collective | LocalResult]:
@@ -145,14 +151,16 @@ class GradientExchange:
         read_scope: torch.Tensor | None,
         maxima: torch.Tensor | None = None,
         first_buckets: Sequence[int] = (),
+        zero_buckets: Sequence[int] = (),
     ) -> InFlightExchange:
         """Gather the scopes of ``staged`` (and of the unit waiting on it) and, for a dense exchange, launch every
-        bucket: ``first_buckets`` first, then the others in row order. The buckets of one stream complete in launch
-        order, so a unit that waits for a few buckets should have them launched first; every rank must give the
-        same ``first_buckets`` (collectives must match across ranks)."""
+        bucket but ``zero_buckets`` (known on every rank to hold no updated row: their sum is zero):
+        ``first_buckets`` first, then the others in row order. The buckets of one stream complete in launch order,
+        so a unit that waits for a few buckets should have them launched first; every rank must give the same
+        ``first_buckets`` and ``zero_buckets`` (collectives must match across ranks)."""
         in_flight = self._gather_scopes(staged, read_scope, maxima)
         if self.config.exchange == "dense":
-            self._launch_buckets(in_flight, scoped_indices=None, first_buckets=first_buckets)
+            self._launch_buckets(in_flight, scoped_indices=None, first_buckets=first_buckets, zero_buckets=zero_buckets)
         return in_flight
 
     def _gather_scopes(
@@ -222,10 +230,11 @@ class GradientExchange:
         scoped_indices: torch.Tensor | None,
         rows_per_bucket: Iterable[int] = (),
         first_buckets: Sequence[int] = (),
+        zero_buckets: Sequence[int] = (),
     ) -> None:
         """Pack the exchanged rows once (all rows, or the update scope's ``scoped_indices`` with ``rows_per_bucket``
         of them in each bucket) and all-reduce each bucket's slice of the packed buffer in place, ``first_buckets``
-        first."""
+        first and ``zero_buckets`` not at all."""
         staged = in_flight.staged
         if self.context.world_size == 1:
             staged.trace.record.exchange = "local"
@@ -243,7 +252,8 @@ class GradientExchange:
         offsets = in_flight.packed_offsets
         ranges = self.buckets.ranges
         first = list(dict.fromkeys(int(bucket) for bucket in first_buckets))
-        for bucket in [*first, *sorted(set(range(len(ranges))) - set(first))]:
+        zero = {int(bucket) for bucket in zero_buckets}
+        for bucket in [*first, *sorted(set(range(len(ranges))) - set(first) - zero)]:
             lo, hi = ranges[bucket]
             if offsets[bucket] == offsets[bucket + 1]:
                 continue

@@ -9,7 +9,9 @@ every replica to the same state.
 * ``quality-first``: unit t's exchange is launched when unit t+1 starts, together with unit t+1's read scope; unit
   t+1 computes while it is in flight, after the buckets holding rows it reads were published (no stale reads). After
   its backward the rest of unit t is published and unit t+1 is validated (re-run if unit t's update changed what it
-  sees). The parameters equal ``sync``'s.
+  sees). The parameters equal ``sync``'s. With dense Adam, the rows outside unit t's update scope take their
+  zero-gradient step (``Publication.drift``) as soon as the scope is known, before unit t+1 computes: those rows
+  then read as sync leaves them, and only the scope's rows wait for the exchange.
   With predicted read scopes (``config.read_scopes``), the window is decided ahead on each rank from the plan and
   per-bucket geometric bounds (``odin_ns.sync.predicted``): no collective, no host read, no projection pass and no
   re-run; a device-side guard validates every unit's rows against the prediction behind it.
@@ -94,9 +96,7 @@ class OdinRuntime:
         self.dense_params = list(dense_params)
         self._clock = Clock(self.context.device)
         self._exchange = GradientExchange(config, self.context, self._clock)
-        self._publication = Publication(
-            selective=config.resolved_adam(context.world_size) == "selective", captured=config.captured_publication
-        )
+        self._publication = Publication(selective=config.adam == "selective", captured=config.captured_publication)
         self._stretches = SyncPathStretches(config.fallback_after, config.fallback_units)
         self._pending: StagedUnit | None = None
         self._returned_at: float | None = None
@@ -255,6 +255,8 @@ class OdinRuntime:
             adam = self._publication.adam_rows(previous.learning_rates)
             with_delay_bounds(in_flight, adam, self.config.delay, self._exchange.buckets)
         decision = decide(in_flight, self.policy, self._exchange.buckets)
+        if not self._publication.selective:
+            self._drift_outside_update_scope(in_flight)
         for run in consecutive_runs(decision.publish_first):
             self._publish_run(in_flight, run)
         self._stretches.count(decision.record.overlapped)
@@ -272,10 +274,15 @@ class OdinRuntime:
         check_version(previous, self.structure_version)
         updates = self._predictor.read_buckets(previous.unit_id, every_rank=True)
         waited_for_somewhere = updates & self._predictor.read_buckets(unit_id, every_rank=True)  # alike on all ranks
-        in_flight = self._exchange.launch(previous, read_scope=None, first_buckets=np.flatnonzero(waited_for_somewhere))
+        dense = not self._publication.selective
+        untouched = [int(bucket) for bucket in np.flatnonzero(~updates)] if dense else []
+        in_flight = self._exchange.launch(previous, read_scope=None, first_buckets=np.flatnonzero(waited_for_somewhere),
+                                          zero_buckets=untouched)
+        for run in consecutive_runs(untouched):  # no row there is updated (the guard checks it): drift them whole
+            self._drift_run(in_flight, run)
         reads = self._predictor.read_buckets(unit_id, every_rank=False)
         first = [int(bucket) for bucket in np.flatnonzero(reads & updates)]
-        if first:  # the update scope (publication selects by it); else its wait, one on the peers, comes after compute
+        if first and not dense:  # selective publication selects by the update scope; dense steps whole buckets
             self._exchange.read_scopes(in_flight)
         for run in consecutive_runs(first):
             self._publish_run(in_flight, run)
@@ -369,7 +376,8 @@ class OdinRuntime:
         for collective in in_flight.buckets.values():  # the shards this rank sent: their buffers are freed after
             self._exchange.wait(collective, staged.trace)
         start = self._clock.now()
-        self._publication.publish(staged.gradient_table, in_flight.update_scope, (lo, hi), staged.learning_rates, True)
+        rows = in_flight.update_scope if self._publication.selective else None
+        self._publication.publish(staged.gradient_table, rows, (lo, hi), staged.learning_rates, True)
         staged.trace.add_span("publish_s", start, self._clock.now())
         new_rows = self._exchange.broadcast_shards(self.packed.params, f"parameters of unit {staged.unit_id}")
         for collective in new_rows:
@@ -381,20 +389,45 @@ class OdinRuntime:
 
     def _publish_run(self, in_flight: InFlightExchange, run: list[int]) -> None:
         """Publish the consecutive buckets ``run`` once they arrived: one optimizer step over their rows (the unit's
-        first publication advances the step count). One run instead of one publication per bucket: the host cost is
-        per launch, not per row."""
+        first step advances the step count). One run instead of one publication per bucket: the host cost is per
+        launch, not per row. Selective Adam, or dense Adam whose other rows drifted already, steps the update
+        scope's rows; dense Adam otherwise steps every row of the run."""
         check_version(in_flight.staged, self.structure_version, in_flight)
         self._exchange.arrive(in_flight, run)
         start = self._clock.now()
         ranges = self._exchange.buckets.ranges
         staged = in_flight.staged
+        scope_only = self._publication.selective or in_flight.drifted_outside_scope
         self._publication.publish(
             staged.gradient_table,
-            in_flight.update_scope,
+            in_flight.update_scope if scope_only else None,
             (ranges[run[0]][0], ranges[run[-1]][1]),
             staged.learning_rates,
-            first=not in_flight.published,
+            first=not in_flight.advanced,
         )
+        in_flight.advanced = True
+        in_flight.published.update(run)
+        staged.trace.add_span("publish_s", start, self._clock.now())
+
+    def _drift_outside_update_scope(self, in_flight: InFlightExchange) -> None:
+        """Dense Adam's step of every row outside the update scope (known: the scope gather was read), whose averaged
+        gradient is zero on every rank: it needs nothing from the exchange, so it runs before the next unit reads."""
+        start = self._clock.now()
+        staged = in_flight.staged
+        self._publication.drift(in_flight.update_scope, (0, self.num_rows), staged.learning_rates,
+                                first=not in_flight.advanced)
+        in_flight.advanced = in_flight.drifted_outside_scope = True
+        staged.trace.add_span("publish_s", start, self._clock.now())
+
+    def _drift_run(self, in_flight: InFlightExchange, run: list[int]) -> None:
+        """Dense Adam's step of the consecutive buckets ``run``, which hold no updated row: their averaged gradient is
+        zero, so they are stepped without it (and were not exchanged)."""
+        start = self._clock.now()
+        ranges = self._exchange.buckets.ranges
+        staged = in_flight.staged
+        self._publication.drift(None, (ranges[run[0]][0], ranges[run[-1]][1]), staged.learning_rates,
+                                first=not in_flight.advanced)
+        in_flight.advanced = True
         in_flight.published.update(run)
         staged.trace.add_span("publish_s", start, self._clock.now())
 

@@ -1,8 +1,13 @@
 """Publication: a unit's averaged gradients stepped into the shared Gaussians, one run of row buckets at a time.
 
 A unit publishes with the learning rates it ran under (snapshotted when it was staged: a scheduler may move them
-while its exchange is in flight), over its update scope's rows (``selective``) or every row (``dense``), and in as
-many row ranges as its window needs; the first range advances the step count. The Gaussians are packed
+while its exchange is in flight), over its update scope's rows (selective Adam) or every row (dense Adam), and in as
+many row ranges as its window needs; the first of its steps advances the step count.
+
+Dense Adam also steps the rows outside the update scope, whose averaged gradient is exactly zero on every rank: their
+step (the moments decay, the parameter moves along its momentum) reads nothing the exchange brings, so ``drift``
+publishes it as soon as the update scope is known, and the rows of the scope follow when their buckets arrive. Each
+element goes through the same operations either way, so the split publication is bitwise the dense one. The Gaussians are packed
 (``odin_ns.runtime.packed``): a publication is one fused Adam launch over the parameter table, each column group at
 the learning rate and eps of the optimizer group holding it, replayed from a CUDA graph once its operands repeat
 (``captured``). The optimizers keep the state (moments as views of
@@ -38,7 +43,7 @@ class _GroupOf:
 class Publication:
     """Steps the packed table of the bound row-aligned parameters."""
 
-    def __init__(self, selective: bool, captured: bool):
+    def __init__(self, selective: bool, captured: bool = True):
         self.selective = selective
         """Step only the update scope's rows; False: every row (stock Adam)."""
         self.adam = PackedAdam(capture=captured)
@@ -87,12 +92,31 @@ class Publication:
     def publish(
         self,
         gradient_table: torch.Tensor,
-        update_scope: torch.Tensor,
+        rows: torch.Tensor | None,
         row_range: tuple[int, int],
         learning_rates: LearningRates,
         first: bool,
     ) -> None:
-        """One step of ``row_range`` from the averaged ``gradient_table`` (packed like the parameters)."""
+        """One step of the rows of ``row_range`` set in the bitmap ``rows`` (None: all of them) from the averaged
+        ``gradient_table`` (packed like the parameters); ``first`` advances the step count."""
+        step = self._advance(first)
+        if row_range[1] > row_range[0]:
+            self.adam.step(self._packed.params, gradient_table, self._packed.exp_avg, self._packed.exp_avg_sq, rows,
+                           self._columns(learning_rates), *self._betas, step, row_range)
+
+    def drift(
+        self, skipped: torch.Tensor | None, row_range: tuple[int, int], learning_rates: LearningRates, first: bool
+    ) -> None:
+        """Dense Adam's step of the rows of ``row_range`` whose averaged gradient is zero: those not set in the bitmap
+        ``skipped`` (None: all of them). No gradient is read; ``first`` advances the step count."""
+        step = self._advance(first)
+        if row_range[1] > row_range[0]:
+            self.adam.step(self._packed.params, None, self._packed.exp_avg, self._packed.exp_avg_sq, skipped,
+                           self._columns(learning_rates), *self._betas, step, row_range,
+                           complement=skipped is not None)
+
+    def _advance(self, first: bool) -> int:
+        """The step count of this publication, advanced on a unit's first step."""
         states = [self.optimizer_of[name].state[param] for name, param in self.params.items()]
         step = int(states[0]["step"].item()) + int(first)  # a host tensor: torch keeps Adam's step count there
         if step == 0:
@@ -100,18 +124,14 @@ class Publication:
         if first:
             for state in states:
                 state["step"].fill_(step)
-        if row_range[1] <= row_range[0]:  # an empty shard: the step count advanced, no row to step
-            return
-        packed = self._packed
-        columns = [
+        return step
+
+    def _columns(self, learning_rates: LearningRates) -> list[ColumnGroup]:
+        return [
             ColumnGroup(lo, hi, learning_rates[where.optimizer][where.group], self._hyper(name)["eps"])
-            for name, (lo, hi) in packed.layout.spans.items()
+            for name, (lo, hi) in self._packed.layout.spans.items()
             for where in (self._group_of[name],)
         ]
-        self.adam.step(
-            packed.params, gradient_table, packed.exp_avg, packed.exp_avg_sq,
-            update_scope if self.selective else None, columns, *self._betas, step, row_range,
-        )
 
     def adam_rows(self, learning_rates: LearningRates) -> dict[str, AdamRows]:
         """Each parameter's Adam state as the next publication will find it, at ``learning_rates``."""

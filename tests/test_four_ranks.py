@@ -1,5 +1,6 @@
-"""Four gloo ranks: quality-first with predicted read scopes equals sync on every rank, across a structural change,
-and so does sync with a sharded optimizer; the 2-rank scenarios are in test_runtime_distributed.py."""
+"""Four gloo ranks: quality-first (measured and predicted read scopes, dense Adam and selective) equals sync on every
+rank, across a structural change, and so does sync with a sharded optimizer; the 2-rank scenarios are in
+test_runtime_distributed.py."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ def worker(rank: int, out_dir: Path) -> None:
         for mode in ("sync", "quality-first")
     }
     results["sync/replicated"] = train(rank, ROWS_APART, initial_params(), mode="sync")
+    for adam in ("dense", "selective"):
+        for mode in ("sync", "quality-first"):
+            results[f"measured/{mode}/{adam}"] = train(rank, ROWS_APART, initial_params(), mode=mode, adam=adam)
     results["sync/sharded"] = train(rank, ROWS_APART, initial_params(), mode="sync", sharded_optimizer=True)
     torch.save(results, out_dir / f"rank{rank}.pt")
 
@@ -44,6 +48,21 @@ def test_four_ranks_predicted_read_scopes_equal_sync(results):
         assert windows and all(window.predicted and window.overlapped for window in windows)
     for rank_results in results[1:]:
         assert_same_state(rank_results["train/quality-first"][0], results[0]["train/quality-first"][0])
+
+
+def test_four_ranks_measured_read_scopes_equal_sync_with_either_adam(results):
+    """Dense Adam's drift of the rows outside each unit's update scope, ahead of its exchange, keeps quality-first
+    bitwise sync on four ranks while windows overlap; selective Adam too; the two optimizers differ."""
+    for rank_results in results:
+        for adam in ("dense", "selective"):
+            run = rank_results[f"measured/quality-first/{adam}"]
+            assert_same_state(run[0], rank_results[f"measured/sync/{adam}"][0])
+            windows = [record.window for record in records_of(run) if record.window]
+            assert sum(window.overlapped for window in windows) == len(ROWS_APART) - 1
+        assert not torch.equal(rank_results["measured/sync/dense"][0]["means"],
+                               rank_results["measured/sync/selective"][0]["means"])
+    for rank_results in results[1:]:
+        assert_same_state(rank_results["measured/quality-first/dense"][0], results[0]["measured/quality-first/dense"][0])
 
 
 def test_four_ranks_sharded_optimizer_equals_the_replicated_one(results):
