@@ -1,6 +1,10 @@
 """OdinTrainer: nerfstudio's Trainer, launched by ns-train or torchrun, training through OdinPipeline.
 
 What it adds to nerfstudio's Trainer:
+- ns-train's first call, the config's print, checks the capture first (odin-data's validation, without loading it):
+  data that cannot be trained on ends the run in one line before anything is printed or written;
+- under torchrun rank 0 alone prints and saves the config, and prints what nerfstudio would print alike on every rank
+  (the run's folders, the checkpoint loaded, the end of training);
 - it builds the run's one distributed context (``odin_ns.comm.context.DistContext``) and hands it to the pipeline:
   under torchrun (ns-train launched once per process) it joins the process group itself (NCCL on GPUs, gloo on CPU),
   under nerfstudio's launcher it takes the group that launcher made, alone it needs none;
@@ -18,12 +22,13 @@ What it adds to nerfstudio's Trainer:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Type
 
@@ -36,7 +41,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.batch import scale_for_batch
 from odin_ns.comm.context import DistContext
-from odin_ns.data.dataparser import DatasetError
+from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
 from odin_ns.pipeline import OdinPipelineConfig
 from odin_ns.runtime.records import unit_log, write_unit_log
 
@@ -59,6 +64,12 @@ def checkpoint_values(value: Any) -> Any:
 def launched_by_torchrun() -> bool:
     """True in a process that torchrun started as one of several ranks."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 and "LOCAL_RANK" in os.environ
+
+
+def torchrun_rank(variable: Literal["RANK", "LOCAL_RANK"] = "RANK") -> int:
+    """This process's rank (or rank on its node) among torchrun's ranks; 0 in a process torchrun did not start, the
+    one that prints and saves the config (nerfstudio's own launcher starts its ranks after that)."""
+    return int(os.environ[variable]) if launched_by_torchrun() else 0
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -105,12 +116,38 @@ class OdinTrainerConfig(TrainerConfig):
     only, so the profiler does not slow the host and the GPU-busy fraction over the window is training's (GPU
     runs only)."""
 
+    def print_to_terminal(self) -> None:
+        """ns-train calls this first, before it saves the config or sets anything up: the capture is checked here, so
+        that data which cannot be trained on ends the run in one line before anything else is printed or written.
+        Then the config and the capture found, by rank 0 alone."""
+        capture = self.check_capture()
+        if torchrun_rank() != 0:
+            return
+        super().print_to_terminal()
+        if capture is not None:
+            CONSOLE.log(capture)
+
+    def check_capture(self) -> str | None:
+        """The capture under ``--data`` as odin-data finds it (None with another dataparser); a capture that cannot
+        be trained on exits with its DatasetError, said once per node (every rank of a node reads the same files)."""
+        datamanager = self.pipeline.datamanager
+        if not isinstance(datamanager.dataparser, OdinDataParserConfig):
+            return None
+        data = datamanager.data if datamanager.data is not None else datamanager.dataparser.data
+        try:
+            return replace(datamanager.dataparser, data=Path(data)).setup().check()
+        except DatasetError as error:
+            raise SystemExit(f"error: {error}" if torchrun_rank("LOCAL_RANK") == 0 else 1) from None
+
     def save_config(self) -> None:
-        """nerfstudio's, with an output directory that cannot be written, or a profile that could record nothing,
-        reported in one line before anything else is written or loaded."""
+        """nerfstudio's, by rank 0 alone (the other ranks take its run directory), with an output directory that
+        cannot be written, or a profile that could record nothing, reported in one line before anything else is
+        written or loaded."""
         if self.profile_steps > 0 and not self.profile_host_ops and not torch.cuda.is_available():
             raise SystemExit("error: --profile-host-ops False records GPU kernels only, and this machine has no GPU: "
                              "the profile would be empty")
+        if torchrun_rank() != 0:
+            return
         try:
             super().save_config()
         except OSError as error:
@@ -126,18 +163,22 @@ class OdinTrainer(Trainer):
     def __init__(self, config: OdinTrainerConfig, local_rank: int = 0, world_size: int = 1) -> None:
         if not isinstance(config.pipeline, OdinPipelineConfig):
             raise ValueError(f"OdinTrainer needs an OdinPipelineConfig, got {type(config.pipeline).__name__}")
-        if config.machine.device_type == "cuda" and not torch.cuda.is_available():
-            CONSOLE.log("CUDA is not available: training on the CPU")
+        on_the_cpu_instead = config.machine.device_type == "cuda" and not torch.cuda.is_available()
+        if on_the_cpu_instead:
             config.machine.device_type = "cpu"
         self.context = self._distributed_context(config, local_rank, world_size)
         if self.context.world_size > 1 and launched_by_torchrun():
             self._share_run_directory(config, self.context)
+        if on_the_cpu_instead and self.context.is_main:
+            CONSOLE.log("CUDA is not available: training on the CPU")
         views = self.context.world_size * config.pipeline.datamanager.views_per_rank
         if config.pipeline.scale_with_batch and views > 1:
             config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, views)
-            CONSOLE.log(f"{views} views per step: learning rates x sqrt({views}), Adam eps / sqrt({views}), "
-                        f"betas ** {views}, schedules counted in steps of {views} views")
-        super().__init__(config, self.context.local_rank, self.context.world_size)
+            if self.context.is_main:
+                CONSOLE.log(f"{views} views per step: learning rates x sqrt({views}), Adam eps / sqrt({views}), "
+                            f"betas ** {views}, schedules counted in steps of {views} views")
+        with self._said_by_rank_0():  # nerfstudio's constructor prints the checkpoint folder and the precision
+            super().__init__(config, self.context.local_rank, self.context.world_size)
         self.stop_training = False
         self._stop_requested = 0
         """The signal this rank received (0: none)."""
@@ -150,6 +191,11 @@ class OdinTrainer(Trainer):
 
             self._profile_window = ProfileWindow(config.profile_start, config.profile_steps, self.base_dir,
                                                  self.context.rank, host_ops=config.profile_host_ops)
+
+    def _said_by_rank_0(self) -> contextlib.AbstractContextManager:
+        """Where nerfstudio prints what every rank would print alike (the run's folders, the checkpoint loaded, the
+        end of training): printed by rank 0, swallowed on the others."""
+        return contextlib.nullcontext() if self.context.is_main else CONSOLE.capture()
 
     @staticmethod
     def _distributed_context(config: OdinTrainerConfig, local_rank: int, world_size: int) -> DistContext:
@@ -179,25 +225,19 @@ class OdinTrainer(Trainer):
             path = self.config.load_dir / checkpoint_name(step) if step is not None else None
         if path is not None and path.exists() and not zipfile.is_zipfile(path):
             raise SystemExit(f"error: checkpoint {path} is truncated or not a torch checkpoint")
-        super()._load_checkpoint()
+        with self._said_by_rank_0():
+            super()._load_checkpoint()
         if path is not None:
             statistics = torch.load(path, map_location="cpu").get("densification_statistics", {})
             self.pipeline.restore_densification_statistics(statistics)
 
     @staticmethod
     def _share_run_directory(config: OdinTrainerConfig, context: DistContext) -> None:
-        """Under torchrun every rank parsed the command line and saved config.yml under its own timestamp: all ranks
-        take rank 0's run directory, and a rank's stray one (holding only that config.yml) is removed."""
-        own_directory = config.get_base_dir()
-        shared = context.broadcast_object(config.timestamp, "run directory of rank 0")
-        if shared == config.timestamp:
-            return
-        config.timestamp = shared
-        try:  # several ranks may share one stray directory
-            if all(path.name == "config.yml" for path in own_directory.iterdir()):
-                shutil.rmtree(own_directory, ignore_errors=True)
-        except FileNotFoundError:  # another rank with the same timestamp removed it first
-            pass
+        """Under torchrun every rank parsed the command line and took its own timestamp, and rank 0 alone saved the
+        config: all ranks take rank 0's run directory, made where a rank's node does not share rank 0's file system
+        (each rank writes its unit log and state digests there)."""
+        config.timestamp = context.broadcast_object(config.timestamp, "run directory of rank 0")
+        config.get_base_dir().mkdir(parents=True, exist_ok=True)
 
     def setup(self, test_mode: Literal["test", "val", "inference"] = "val") -> None:
         """nerfstudio's setup, with the distributed context handed to the pipeline it builds. Input that cannot be
@@ -325,7 +365,8 @@ class OdinTrainer(Trainer):
             self._profile_window.close()
         if self._stop_signal:
             self.step = self._completed_step
-        super()._after_train()
+        with self._said_by_rank_0():  # the run's config and checkpoint folder
+            super()._after_train()
         digests = self.pipeline.state_digests(self.optimizers)
         state_digest_path(self.base_dir, self.context.rank).write_text(json.dumps(digests, indent=1, sort_keys=True))
 

@@ -83,15 +83,54 @@ def test_transforms_json_layout_is_detected(tiny_scene: Path, tmp_path: Path):
     assert len(outputs.image_filenames) == len(colmap_outputs.image_filenames)
 
 
-def test_missing_model_is_named(tmp_path: Path):
+def test_missing_model_is_named_with_what_to_do(tmp_path: Path):
     (tmp_path / "images").mkdir()
-    with pytest.raises(DatasetError, match="no COLMAP model .* and no transforms.json"):
-        parse(tmp_path)
+    message = parse_error(tmp_path, tmp_path, "no COLMAP model (sparse/0, colmap/sparse/0, sparse with cameras and "
+                                              "images) and no transforms.json")
+    assert "ns-process-data images" in message and "odin-ns demo-scene" in message
 
 
-def test_missing_data_directory_is_named(tmp_path: Path):
-    with pytest.raises(DatasetError, match="data directory does not exist"):
-        parse(tmp_path / "nowhere")
+def test_missing_data_directory_or_a_file_is_named(tmp_path: Path):
+    parse_error(tmp_path / "nowhere", tmp_path / "nowhere", "data directory does not exist")
+    (tmp_path / "transforms.json").write_text("{}")
+    parse_error(tmp_path / "transforms.json", tmp_path / "transforms.json", "--data is a file, not a folder")
+
+
+def test_a_model_whose_images_are_elsewhere_is_named_with_the_option(scene_copy: Path):
+    """All images missing from images/: the model is fine, the folder is not the one the images are in."""
+    (scene_copy / "images").rename(scene_copy / "photos")
+    (scene_copy / "images").mkdir()
+    message = parse_error(scene_copy, scene_copy / "images", "24 of the 24 images listed in ")
+    assert "(the first: " in message and "--images-path" in message
+    assert len(parse(scene_copy, images_path=Path("photos")).image_filenames) == 21
+
+
+def test_a_checked_model_is_not_read_again_unless_rewritten(scene_copy: Path, monkeypatch):
+    """ns-train checks the capture before it prints the config, then parses it: the parser takes the model that the
+    check validated (points included) when its files are unchanged, and validates it again when they changed."""
+    from odin_ns.data import dataparser
+
+    validations = []
+    validate = dataparser.validate_colmap_capture
+    monkeypatch.setattr(dataparser, "validate_colmap_capture", lambda *args: validations.append(args) or validate(*args))
+    assert OdinDataParserConfig(data=scene_copy).setup().check() == f"COLMAP capture: {model(scene_copy)}"
+    parser = OdinDataParserConfig(data=scene_copy).setup()
+    seeded = parser.get_dataparser_outputs("train").metadata["points3D_xyz"]
+    parser.get_dataparser_outputs("val")
+    assert len(validations) == 1 and len(seeded) > 100, "the check's validation serves both splits"
+    OdinDataParserConfig(data=scene_copy).setup().check()
+    (model(scene_copy) / "points3D.bin").write_bytes(np.uint64(0).tobytes())
+    with pytest.raises(DatasetError, match="zero 3D points"):
+        parse(scene_copy)
+    assert len(validations) == 3
+
+
+def test_a_transforms_json_capture_is_checked(tiny_scene: Path, tmp_path: Path):
+    scene = write_transforms_scene(parse(tiny_scene, eval_mode="all"), tiny_scene / "images", tmp_path / "ns")
+    assert OdinDataParserConfig(data=scene).setup().check() == f"nerfstudio capture: {scene / 'transforms.json'}"
+    first_image(scene).unlink()
+    with pytest.raises(DatasetError, match="names a missing image"):
+        OdinDataParserConfig(data=scene).setup().check()
 
 
 def test_missing_image_is_named_and_nothing_is_written(scene_copy: Path):

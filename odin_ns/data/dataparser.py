@@ -24,7 +24,6 @@ from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParser, Colm
 from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
 from nerfstudio.data.utils import colmap_parsing_utils as colmap_io
 from nerfstudio.process_data.colmap_utils import parse_colmap_camera_params
-from nerfstudio.utils.rich_utils import CONSOLE
 from PIL import Image, UnidentifiedImageError
 from tqdm import tqdm
 
@@ -36,6 +35,9 @@ from odin_ns.colmap.reader import (
     read_images_binary_headers,
     read_points3d_binary,
 )
+from odin_ns.dependency_warnings import filter_dependency_warnings
+
+filter_dependency_warnings()  # the first odin_ns module ns-train imports: before nerfstudio's models warn
 
 COLMAP_MODEL_DIRS = (Path("sparse/0"), Path("colmap/sparse/0"), Path("sparse"))
 CAMERA_RECORD_HEADER_BYTES = 4 + 4 + 8 + 8
@@ -199,7 +201,7 @@ def validate_colmap_capture(data: Path, model_relative: Path, images_relative: P
             )
         path = data / images_relative / image.name
         if not path.exists():
-            raise DatasetError(f"image listed in the COLMAP model is missing: {path}")
+            raise missing_images_error(data / images_relative, images, images_file)
         try:
             with Image.open(path) as handle:
                 size = handle.size
@@ -222,6 +224,18 @@ def validate_colmap_capture(data: Path, model_relative: Path, images_relative: P
     if count == 0:
         raise DatasetError(f"COLMAP model has zero 3D points (nothing to seed the Gaussians from): {model_dir}")
     return ColmapModel(images, points)
+
+
+def missing_images_error(folder: Path, images: dict, images_file: Path) -> DatasetError:
+    """The error for images of the model that are not in ``folder``: how many, the first one, and where else they
+    may be (a model whose images are all missing usually points at the wrong folder)."""
+    missing = sorted((image for image in images.values() if not (folder / image.name).exists()), key=lambda im: im.id)
+    if len(missing) == 1:
+        return DatasetError(f"image listed in the COLMAP model is missing: {folder / missing[0].name}")
+    return DatasetError(
+        f"{len(missing)} of the {len(images)} images listed in {images_file} are missing from {folder} (the first: "
+        f"{missing[0].name}); if they are in another folder of the capture, name it with odin-data --images-path"
+    )
 
 
 def nerfstudio_image_path(data: Path, file_path: str, downscale_factor: Optional[int]) -> Path:
@@ -274,6 +288,23 @@ class OdinDataParserConfig(ColmapDataParserConfig):
     """Image downscale factor; images_<factor>/ is used and, when missing, written without asking."""
 
 
+ValidationKey = Tuple[Path, Path, Path, bool, Tuple[Tuple[str, int, int], ...]]
+
+_checked_models: Dict[ValidationKey, ColmapModel] = {}
+"""The COLMAP model that ``OdinDataParser.check`` validated last, for the next parser of this process that loads the
+same files: ns-train checks the capture before it prints the config, then builds the dataparser, which takes the
+validated model instead of reading the model files again (points3D.bin takes seconds per million points)."""
+
+
+def validation_key(data: Path, model_relative: Path, images_relative: Path, need_points: bool) -> ValidationKey:
+    """What a validation of a COLMAP model checked: the folders, whether it read the points, and the size and
+    modification time of each file of the model (a model rewritten in between is validated again)."""
+    model_dir = data / model_relative
+    files = tuple((path.name, path.stat().st_size, path.stat().st_mtime_ns)
+                  for path in sorted(model_dir.iterdir()) if path.is_file())
+    return data.resolve(), Path(model_relative), Path(images_relative), need_points, files
+
+
 class OdinDataParser(ColmapDataParser):
     """Detects the dataset layout and delegates to nerfstudio's COLMAP or nerfstudio parser, without prompts."""
 
@@ -281,12 +312,17 @@ class OdinDataParser(ColmapDataParser):
 
     def __init__(self, config: OdinDataParserConfig):
         super().__init__(config)
-        self._points_read_in_validation: Dict[Path, ColmapPoints] = {}
+        self._model: Optional[ColmapModel] = None
+        """The COLMAP model as validated, for the train and the eval split alike; its points until they seed."""
 
     def detect_layout(self) -> Literal["colmap", "nerfstudio"]:
         data = self.config.data
         if not data.exists():
-            raise DatasetError(f"data directory does not exist: {data}")
+            raise DatasetError(f"data directory does not exist: {data} (--data takes the folder of a COLMAP capture "
+                               f"or of a nerfstudio transforms.json)")
+        if not data.is_dir():
+            raise DatasetError(f"--data is a file, not a folder: {data} (--data takes the folder of a COLMAP capture "
+                               f"or of a nerfstudio transforms.json)")
         if self.config.layout != "auto":
             return self.config.layout
         if self.config.colmap_path is not None or find_colmap_model(data) is not None:
@@ -294,30 +330,52 @@ class OdinDataParser(ColmapDataParser):
         if (data / "transforms.json").exists():
             return "nerfstudio"
         raise DatasetError(
-            f"no COLMAP model ({', '.join(str(p) for p in COLMAP_MODEL_DIRS)} with cameras/images) "
-            f"and no transforms.json in {data}"
+            f"no COLMAP model ({', '.join(str(p) for p in COLMAP_MODEL_DIRS)} with cameras and images) "
+            f"and no transforms.json in {data}: run COLMAP on the images first (e.g. ns-process-data images), "
+            f"or try the demo capture of `odin-ns demo-scene DIR`"
         )
+
+    def check(self) -> str:
+        """Validate the capture as parsing it would, without loading it (ns-train's check before anything is printed
+        or written: a capture that cannot be trained on stops the run in one line); returns what was found."""
+        if self.detect_layout() == "nerfstudio":
+            validate_transforms_json(self.config.data, self.config.downscale_factor, self.config.load_3D_points)
+            return f"nerfstudio capture: {self.config.data / 'transforms.json'}"
+        model_relative = self._model_relative()
+        model = validate_colmap_capture(
+            self.config.data, model_relative, self.config.images_path, self.config.load_3D_points
+        )
+        _checked_models.clear()
+        _checked_models[self._validation_key(model_relative)] = model
+        return f"COLMAP capture: {self.config.data / model_relative}"
+
+    def _model_relative(self) -> Path:
+        model_relative = self.config.colmap_path or find_colmap_model(self.config.data)
+        if model_relative is None:
+            raise DatasetError(f"no COLMAP model under {self.config.data} (looked for {COLMAP_MODEL_DIRS[0]})")
+        return model_relative
+
+    def _validation_key(self, model_relative: Path) -> ValidationKey:
+        return validation_key(self.config.data, model_relative, self.config.images_path, self.config.load_3D_points)
 
     def _generate_dataparser_outputs(self, split: str = "train", **kwargs: Optional[Dict]) -> DataparserOutputs:
         if self.detect_layout() == "nerfstudio":
             return self._nerfstudio_outputs(split)
-        model_relative = self.config.colmap_path or find_colmap_model(self.config.data)
-        if model_relative is None:
-            raise DatasetError(f"no COLMAP model under {self.config.data} (looked for {COLMAP_MODEL_DIRS[0]})")
-        model = validate_colmap_capture(
-            self.config.data, model_relative, self.config.images_path, self.config.load_3D_points
-        )
+        model_relative = self._model_relative()
+        if self._model is None:
+            self._model = _checked_models.pop(self._validation_key(model_relative), None) or validate_colmap_capture(
+                self.config.data, model_relative, self.config.images_path, self.config.load_3D_points
+            )
         self.config.colmap_path = model_relative
-        if model.points is not None:
-            self._points_read_in_validation[self.config.data / model_relative] = model.points
-        self._write_missing_downscaled_images(model.images)
-        CONSOLE.log(f"COLMAP capture: {self.config.data / model_relative}")
+        self._write_missing_downscaled_images(self._model.images)
         return super()._generate_dataparser_outputs(split, **kwargs)
 
     def _load_3D_points(self, colmap_path: Path, transform_matrix: torch.Tensor, scale_factor: float):
         """nerfstudio's seed points, read vectorised from points3D.bin (seconds saved per million points), or taken
-        from the validation, which read the whole file already."""
-        points = self._points_read_in_validation.pop(colmap_path, None)
+        from the validation, which read the whole file already (once: they are not kept after seeding)."""
+        points = None
+        if self._model is not None:
+            points, self._model.points = self._model.points, None
         if self.config.max_2D_matches_per_3D_point != 0 or not (colmap_path / "points3D.bin").exists():
             return super()._load_3D_points(colmap_path, transform_matrix, scale_factor)
         if points is None:
