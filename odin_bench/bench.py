@@ -97,6 +97,10 @@ class BenchCommand:
     """Extra ns-train arguments for every Odin and stock run, one quoted string (split like a shell would), e.g.
     --extra="--pipeline.model.stop-split-at 0" (with "=": a value starting with "--" would read as an option) to
     compare with gsplat-distributed, which does not densify."""
+    alternating_cost: bool = False
+    """Train the Odin configurations on the alternating-cost workload (odin_bench.workloads: every rank alternates
+    costly and cheap views out of phase with its neighbour), what overlap can hide and sync cannot; stock splatfacto
+    and the gsplat peer deal their own views."""
 
     def main(self) -> None:
         modes = [mode for mode in self.modes.split(",") if mode]
@@ -116,7 +120,7 @@ class BenchCommand:
         for seed, name, ranks, views in tqdm(plan, desc="bench runs", unit="run"):
             runs.append(self._run(name, ranks, seed, views))
             results = {"data": str(self.data), "steps": self.steps, "steps_per_log": self.steps_per_log,
-                       "gpus": self.gpus, "runs": runs,
+                       "alternating_cost": self.alternating_cost, "gpus": self.gpus, "runs": runs,
                        "summary": summarize_configurations(runs), "environment": environment()}
             (self.out / "results.json").write_text(json.dumps(results, indent=2))  # after every run: partial results survive
         report(results, self.out)
@@ -141,7 +145,7 @@ class BenchCommand:
             extra += ("--pipeline.datamanager.views-per-rank", str(views))
         evaluated = self.quality and name not in (GSPLAT_PEER, "no-exchange")
         command = training_command(name, ranks, self.data, run_root, max(2, self.steps // views), seed, extra,
-                                   self.steps_per_log, evaluate=evaluated)
+                                   self.steps_per_log, evaluate=evaluated, alternating_cost=self.alternating_cost)
         started = time.time()
         run_dir = run_training(command, run_root, label)
         run = {"name": name, "ranks": ranks, "seed": seed, "wall_s": time.time() - started, "run_dir": str(run_dir)}
@@ -182,10 +186,11 @@ class BenchReportCommand:
         loaded = [json.loads(path.read_text()) for path in self.results]
         if not loaded:
             raise SystemExit("error: give at least one results.json")
-        setups = {(Path(result["data"]).name, result["steps"], result.get("steps_per_log")) for result in loaded}
+        setups = {(Path(result["data"]).name, result["steps"], result.get("steps_per_log"),
+                   result.get("alternating_cost", False)) for result in loaded}
         if len(setups) > 1:
-            raise SystemExit(f"error: the results differ in data, steps or logging cadence (steps per log; None: "
-                             f"an older bench's): {sorted(setups, key=str)}")
+            raise SystemExit(f"error: the results differ in data, steps, logging cadence (steps per log; None: an "
+                             f"older bench's) or workload (alternating cost): {sorted(setups, key=str)}")
         runs = [run for result in loaded for run in result["runs"]]
         keys = [(run["name"], run["ranks"], run.get("views_per_rank", 1), run["seed"]) for run in runs]
         repeated = sorted({key for key in keys if keys.count(key) > 1})
@@ -226,11 +231,12 @@ def run_training(command: List[str], run_root: Path, label: str) -> Path:
 
 def training_command(
     name: str, ranks: int, data: Path, out: Path, steps: int, seed: int, extra: Tuple[str, ...], steps_per_log: int = 10,
-    evaluate: bool = False,
+    evaluate: bool = False, alternating_cost: bool = False,
 ) -> List[str]:
     """The ns-train command line of one configuration (gsplat-distributed: its own driver under torchrun).
     ``evaluate``: after the last step the run scores every held-out view (what ``evaluate`` reads back), in the
-    training process: a separate ns-eval would start nerfstudio again and reload the checkpoint."""
+    training process: a separate ns-eval would start nerfstudio again and reload the checkpoint.
+    ``alternating_cost``: an Odin configuration trains on the alternating-cost workload (``odin_bench.train``)."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                 "--master-port", str(29500 + os.getpid() % 1000)]
     if name == GSPLAT_PEER:
@@ -246,7 +252,8 @@ def training_command(
         return [sys.executable, "-m", "odin_bench.stock_splatfacto", "splatfacto", *common,
                 "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
     odin = ODIN_VARIANTS.get(name, ("--pipeline.odin.mode", name))
-    return [*launcher, installed_script("ns-train"), "odin-splatfacto", *common, *odin]
+    ns_train = ["-m", "odin_bench.train", "--alternating-cost"] if alternating_cost else [installed_script("ns-train")]
+    return [*launcher, *ns_train, "odin-splatfacto", *common, *odin]
 
 
 def installed_script(name: str) -> str:

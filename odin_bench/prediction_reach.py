@@ -67,7 +67,7 @@ def reach(data: Path, world_size: int, min_buckets: Tuple[int, ...], units: int)
     plan = plan_training_views(
         datamanager.train_dataparser_outputs, config.dataparser, world_size=world_size, views_per_rank=1,
         num_regions=config.num_regions, order=config.order, seed=config.train_cameras_sampling_seed,
-        top_k=config.top_k, max_track_length=config.max_track_length, estimate_costs=False,
+        top_k=config.top_k, max_track_length=config.max_track_length,
     )
     means, scales = (trainer.optimizers.optimizers[name].param_groups[0] for name in ("means", "scales"))
     params = model.gauss_params

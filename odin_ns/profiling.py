@@ -3,18 +3,14 @@
 Why: the overlap of unit t's gradient exchange with unit t+1's rendering is a claim about GPU streams, which only a
 kernel timeline shows. The trainer builds a :class:`ProfileWindow` only when profiling is asked for, so training
 without it never imports the profiler nor pays for it. Inside the window each step runs under
-``record_function("odin_unit_{step}")`` (the step boundaries :mod:`odin_ns.benchmarks.timeline` reads); at its end
-the trace goes to ``profile_rank{r}.json.gz`` in the run directory. No stacks, shapes or memory: the file stays small.
-
-Recording host operations costs the host a few microseconds per torch operation, which slows a host-bound step and
-so lowers the GPU-busy fraction the trace shows. Without them (``host_ops=False``) only the GPU's kernels are
-recorded: the host runs at its training pace, and the window's GPU-busy fraction is the one training has.
+``record_function("odin_unit_{step}")`` (the step boundaries ``odin-bench timeline`` reads); at its end the trace
+goes to ``profile_rank{r}.json.gz`` in the run directory. No stacks, shapes or memory: the file stays small.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Optional, TypeVar
+from typing import Callable, List, Optional, TypeVar
 
 import torch
 from nerfstudio.utils.rich_utils import CONSOLE
@@ -32,13 +28,10 @@ def trace_path(directory: Path, rank: int) -> Path:
 class ProfileWindow:
     """Profiles steps ``start`` .. ``start + steps - 1`` (the first of them seen, when resuming mid-window)."""
 
-    def __init__(self, start: int, steps: int, directory: Path, rank: int, host_ops: bool = True) -> None:
+    def __init__(self, start: int, steps: int, directory: Path, rank: int) -> None:
         if steps <= 0:
             raise ValueError(f"a profile window needs at least one step, got {steps}")
-        if not host_ops and not torch.cuda.is_available():
-            raise ValueError("a profile without host operations records GPU kernels only, and there is no GPU")
         self.start, self.stop, self.directory, self.rank = start, start + steps, Path(directory), rank
-        self.host_ops = host_ops
         self._profiler: Optional[torch.profiler.profile] = None
         self.written: Optional[Path] = None
 
@@ -54,12 +47,17 @@ class ProfileWindow:
             self.close()
         return result
 
-    def _begin(self) -> None:
-        activities = [torch.profiler.ProfilerActivity.CPU] if self.host_ops else []
+    def activities(self) -> List[torch.profiler.ProfilerActivity]:
+        """What the window records: the host's torch operations (step marks, host time per step, host waits), and
+        the GPU's kernels where there is a GPU."""
+        activities = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
+        return activities
+
+    def _begin(self) -> None:
         self._profiler = torch.profiler.profile(
-            activities=activities, record_shapes=False, with_stack=False, profile_memory=False, with_flops=False
+            activities=self.activities(), record_shapes=False, with_stack=False, profile_memory=False, with_flops=False
         )
         self._profiler.start()
 

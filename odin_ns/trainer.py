@@ -17,7 +17,7 @@ What it adds to nerfstudio's Trainer:
   run directory and to nerfstudio's writers; at the end each rank writes ``state_digest_rank{r}.json``, SHA-256 of
   every tensor of its model and optimizer state, to compare ranks and runs bit for bit;
 - with ``--profile-steps N`` it records steps ``--profile-start`` .. +N-1 with torch.profiler into
-  ``profile_rank{r}.json.gz`` per rank (:mod:`odin_ns.profiling`), the input of ``odin-ns timeline``.
+  ``profile_rank{r}.json.gz`` per rank (:mod:`odin_ns.profiling`), the input of ``odin-bench timeline``.
 """
 
 from __future__ import annotations
@@ -108,13 +108,9 @@ class OdinTrainerConfig(TrainerConfig):
     _target: Type = field(default_factory=lambda: OdinTrainer)
     profile_steps: int = 0
     """Record this many steps with torch.profiler (CPU ops, and CUDA kernels on GPUs) into profile_rank{r}.json.gz
-    in the run directory, one file per rank, for ``odin-ns timeline``; 0: off (no profiler at all)."""
+    in the run directory, one file per rank, for ``odin-bench timeline``; 0: off (no profiler at all)."""
     profile_start: int = 200
     """First profiled step. Pick steps clear of evaluation and logging steps (their waits are not training)."""
-    profile_host_ops: bool = True
-    """Record the host's torch operations too (step marks, host time per step, host waits). False: GPU kernels
-    only, so the profiler does not slow the host and the GPU-busy fraction over the window is training's (GPU
-    runs only)."""
 
     def print_to_terminal(self) -> None:
         """ns-train calls this first, before it saves the config or sets anything up: the capture is checked here, so
@@ -140,12 +136,8 @@ class OdinTrainerConfig(TrainerConfig):
             raise SystemExit(f"error: {error}" if torchrun_rank("LOCAL_RANK") == 0 else 1) from None
 
     def save_config(self) -> None:
-        """nerfstudio's, by rank 0 alone (the other ranks take its run directory), with an output directory that
-        cannot be written, or a profile that could record nothing, reported in one line before anything else is
-        written or loaded."""
-        if self.profile_steps > 0 and not self.profile_host_ops and not torch.cuda.is_available():
-            raise SystemExit("error: --profile-host-ops False records GPU kernels only, and this machine has no GPU: "
-                             "the profile would be empty")
+        """nerfstudio's, by rank 0 alone (the other ranks take its run directory); an output directory that
+        cannot be written is reported in one line before anything else is written or loaded."""
         if torchrun_rank() != 0:
             return
         try:
@@ -190,7 +182,7 @@ class OdinTrainer(Trainer):
             from odin_ns.profiling import ProfileWindow
 
             self._profile_window = ProfileWindow(config.profile_start, config.profile_steps, self.base_dir,
-                                                 self.context.rank, host_ops=config.profile_host_ops)
+                                                 self.context.rank)
 
     def _said_by_rank_0(self) -> contextlib.AbstractContextManager:
         """Where nerfstudio prints what every rank would print alike (the run's folders, the checkpoint loaded, the

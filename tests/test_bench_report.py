@@ -95,10 +95,12 @@ def test_bench_run_summarizes_the_steady_half_of_rank_0s_unit_log(tmp_path: Path
     json.dumps(run)  # results.json holds it
 
 
-def write_results(path: Path, runs: list, steps: int = 600, steps_per_log: int | None = 10) -> Path:
+def write_results(path: Path, runs: list, steps: int = 600, steps_per_log: int | None = 10,
+                  alternating_cost: bool = False) -> Path:
     cadence = {} if steps_per_log is None else {"steps_per_log": steps_per_log}  # None: written before the option
-    path.write_text(json.dumps({"data": "data/cup77", "steps": steps, **cadence, "gpus": 2, "runs": runs,
-                                "summary": summarize_configurations(runs), "environment": {"gpu": "test"}}))
+    path.write_text(json.dumps({"data": "data/cup77", "steps": steps, **cadence, "alternating_cost": alternating_cost,
+                                "gpus": 2, "runs": runs, "summary": summarize_configurations(runs),
+                                "environment": {"gpu": "test"}}))
     return path
 
 
@@ -119,11 +121,14 @@ def test_bench_report_merges_seeds_of_separate_invocations(tmp_path: Path):
 def test_bench_report_refuses_mixed_benches_and_repeated_seeds(tmp_path: Path):
     first = write_results(tmp_path / "a.json", [run("sync", 0, 27.0)])
     other_steps = write_results(tmp_path / "b.json", [run("sync", 1, 27.0)], steps=200)
-    with pytest.raises(SystemExit, match="differ in data, steps or logging cadence"):
+    with pytest.raises(SystemExit, match="differ in data, steps, logging cadence"):
         BenchReportCommand(results=(first, other_steps), out=tmp_path / "x").main()
     older = write_results(tmp_path / "c.json", [run("sync", 1, 27.0)], steps_per_log=None)
-    with pytest.raises(SystemExit, match="differ in data, steps or logging cadence"):
+    with pytest.raises(SystemExit, match="differ in data, steps, logging cadence"):
         BenchReportCommand(results=(first, older), out=tmp_path / "z").main()
+    uneven = write_results(tmp_path / "d.json", [run("sync", 1, 27.0)], alternating_cost=True)
+    with pytest.raises(SystemExit, match="or workload"):
+        BenchReportCommand(results=(first, uneven), out=tmp_path / "w").main()
     with pytest.raises(SystemExit, match="appears twice"):
         BenchReportCommand(results=(first, first), out=tmp_path / "y").main()
 
@@ -135,6 +140,10 @@ def test_views_per_rank_interleave_in_each_round_and_compare_with_one_view():
         ("gsplat-distributed", 2, 1)]
     assert bench.training_command("sync-one-bucket", 2, Path("d"), Path("o"), 10, 0, ())[-4:] == [
         "--pipeline.odin.mode", "sync", "--pipeline.odin.min-buckets", "1"]
+    uneven = bench.training_command("sync", 2, Path("d"), Path("o"), 10, 0, (), alternating_cost=True)
+    assert "-m odin_bench.train --alternating-cost odin-splatfacto" in " ".join(uneven)
+    assert "-m odin_bench.train" not in " ".join(bench.training_command("splatfacto", 1, Path("d"), Path("o"), 10, 0, (),
+                                                                          alternating_cost=True))
     one_gpu = BenchCommand(data=Path("."), gpus=1)  # odin's 1-GPU run beside stock is the sync mode itself: once
     assert one_gpu.configurations(["sync", "quality-first"]) == [
         ("splatfacto", 1, 1), ("sync", 1, 1), ("quality-first", 1, 1)]

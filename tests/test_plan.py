@@ -12,15 +12,9 @@ import torch
 
 from odin_ns.schedule.figure import draw_plan
 from odin_ns.schedule.partition import partition_views
-from odin_ns.schedule.plan import (
-    SchedulePlan,
-    consecutive_conflicts,
-    cost_matched_units,
-    deal_to_ranks,
-    rank_imbalance,
-)
+from odin_ns.schedule.plan import SchedulePlan, consecutive_conflicts
 from odin_ns.schedule.rlg import build_rlg
-from odin_ns.schedule.tracks import SFM_TRACKS, Observations, ViewCameras, incidence_matrix, render_costs
+from odin_ns.schedule.tracks import SFM_TRACKS, Observations, incidence_matrix
 
 
 def strip_plan(num_views: int = 30, world_size: int = 1, views_per_rank: int = 1, **options) -> SchedulePlan:
@@ -121,70 +115,11 @@ def test_view_without_observations_is_still_scheduled(caplog):
     assert sorted(plan.epoch_units(0).reshape(-1).tolist()) == [0, 1, 2, 3, 4]
 
 
-def bimodal_costs(num_views: int, every: int = 8) -> np.ndarray:
-    """Narrow views (cost 0.12) with a wide one (cost 1.0) every ``every`` views, like the large demo preset."""
-    costs = np.full(num_views, 0.12)
-    costs[::every] = 1.0
-    return costs
-
-
-def test_serpentine_deal_balances_the_ranks():
-    costs = np.array([10.0, 1.0, 9.0, 2.0, 5.0, 6.0])
-    dealt = deal_to_ranks(np.arange(6), costs, world_size=3, views_per_rank=2)
-    assert sorted(dealt.tolist()) == list(range(6))
-    assert costs[dealt].reshape(3, 2).sum(axis=1).tolist() == [11.0, 11.0, 11.0]
-
-
-def test_cost_matched_units_pair_similar_views_and_keep_every_view():
-    rng = np.random.default_rng(0)
-    costs = bimodal_costs(32, every=4)
-    units = cost_matched_units(rng.permutation(32), costs, 2, rng)
-    assert sorted(units.reshape(-1).tolist()) == list(range(32))
-    assert np.all(costs[units][:, 0] == costs[units][:, 1])  # wide with wide, narrow with narrow
-
-
-@pytest.mark.parametrize(("world_size", "views_per_rank"), [(2, 1), (4, 1), (2, 2)])
-def test_cost_aware_rlg_plan_balances_ranks_and_still_visits_every_view(world_size, views_per_rank):
-    costs = bimodal_costs(64)
-    plan = strip_plan(64, world_size, views_per_rank, view_costs=costs)
-    per_step = world_size * views_per_rank
-    first = plan.epoch_units(0).reshape(-1)
-    assert len(set(first.tolist())) == len(first) == 64 - 64 % per_step
-    assert not np.array_equal(plan.epoch_units(0), plan.epoch_units(1))  # pairings still change between epochs
-    summary = plan.summary()
-    assert summary["rank_imbalance"] < 0.85 * summary["random_rank_imbalance"]
-    cost_blind = strip_plan(64, world_size, views_per_rank)
-    units = np.concatenate([cost_blind.epoch_units(epoch) for epoch in range(4)])
-    assert rank_imbalance(units, costs, world_size) > summary["rank_imbalance"]
-
-
-def test_rank_imbalance_is_one_for_equal_ranks_and_the_slowest_over_the_mean_otherwise():
-    costs = np.array([1.0, 1.0, 3.0, 1.0])
-    assert rank_imbalance(np.array([[0, 1]]), costs, 2) == 1.0
-    assert rank_imbalance(np.array([[2, 3]]), costs, 2) == pytest.approx(3.0 / 2.0)
-
-
-def test_render_costs_count_the_points_in_each_frustum():
-    looking_down_minus_z = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])
-    looking_away = looking_down_minus_z.copy()
-    looking_away[:, :3] = np.diag([1.0, -1.0, -1.0])  # turned around: looks down +z
-    cameras = ViewCameras(
-        camera_to_world=np.stack([looking_down_minus_z, looking_away]),
-        fx=np.full(2, 50.0), fy=np.full(2, 50.0), cx=np.full(2, 50.0), cy=np.full(2, 50.0),
-        width=np.full(2, 100.0), height=np.full(2, 100.0),
-    )
-    points = np.array([[0.0, 0.0, -5.0], [0.1, 0.1, -3.0], [0.0, 0.0, 4.0], [50.0, 0.0, -1.0]])
-    assert render_costs(cameras, points).tolist() == [0.5, 0.25]
-    with pytest.raises(ValueError, match="need seed points"):
-        render_costs(cameras, np.zeros((0, 3)))
-
-
 def test_plan_file_round_trip_and_view_check(tmp_path):
-    plan = strip_plan(30, world_size=2, view_costs=bimodal_costs(30))
+    plan = strip_plan(30, world_size=2)
     plan.save(tmp_path / "plan.npz")
     loaded = SchedulePlan.load(tmp_path / "plan.npz")
     assert loaded.view_names == plan.view_names and loaded.world_size == 2
-    assert np.array_equal(loaded.view_costs, plan.view_costs)
     assert (loaded.epoch_units(2) == plan.epoch_units(2)).all()
     assert loaded.summary()["intra_region_weight_fraction"] == pytest.approx(plan.partition.intra_fraction)
     loaded.check_views(plan.view_names)
@@ -279,38 +214,3 @@ def test_a_datamanager_serves_several_views_per_rank_as_one_batch(cup77):
     for index, view in enumerate(views):
         assert torch.equal(data["image"][index], manager.cached_train[view]["image"])
         assert torch.equal(cameras.camera_to_worlds[index], manager.train_cameras.camera_to_worlds[view])
-
-
-@pytest.mark.parametrize(("world_size", "views_per_rank"), [(2, 1), (4, 1), (2, 2), (3, 1)])
-def test_alternating_cost_order_puts_every_rank_out_of_phase_with_its_neighbour(world_size, views_per_rank):
-    """Rank r renders costly views at steps t with t + r even and cheap ones otherwise; each epoch visits every view at
-    most once; consecutive units come from different regions where the pools allow."""
-    costs = np.where(np.arange(64) % 2 == 0, 1.0, 0.1)  # half the views costly, spread along the strip
-    plan = strip_plan(64, world_size, views_per_rank, view_costs=costs, order="alternating-cost", num_regions=4)
-    costly = costs > np.median(costs)
-    units = plan.epoch_units(0)
-    flat = units.reshape(-1)
-    assert len(set(flat.tolist())) == len(flat) == 64 - 64 % (world_size * views_per_rank)
-    per_rank = costly[units.reshape(len(units), world_size, views_per_rank)]
-    wanted = (np.arange(len(units))[:, None] + np.arange(world_size)[None]) % 2 == 0
-    matches = np.where(wanted, per_rank.all(axis=2), (~per_rank).all(axis=2))
-    assert matches.mean() >= 0.9  # a class may run out near the end of an epoch
-    labels = plan.partition.labels
-    shared = [bool(set(labels[a]) & set(labels[b])) for a, b in zip(units[:-1], units[1:])]
-    assert np.mean(shared) < 0.25
-    plan_rlg = strip_plan(64, world_size, views_per_rank, view_costs=costs, num_regions=4)
-    assert plan.summary()["rank_imbalance"] > plan_rlg.summary()["rank_imbalance"]
-
-
-def test_alternating_cost_order_needs_view_costs():
-    with pytest.raises(ValueError, match="alternating-cost order needs each view's render cost"):
-        strip_plan(30, 2, order="alternating-cost")
-
-
-def test_a_datamanager_in_alternating_cost_order_keeps_the_view_costs(cup77):
-    """The order needs each view's render cost: the datamanager estimates it from the seed points and keeps it."""
-    plan = cup77_datamanager(cup77, 0, 2, order="alternating-cost").plan
-    assert plan.order == "alternating-cost" and plan.view_costs is not None
-    costly = plan.view_costs > np.median(plan.view_costs)
-    units = plan.epoch_units(0)
-    assert (costly[units[:, 0]] != costly[units[:, 1]]).mean() > 0.9

@@ -6,9 +6,11 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from odin_bench.timeline import TimelineCommand, host_summary, host_table, read_rank_trace, overlap_summary
 from training import BIN, train
@@ -119,13 +121,21 @@ def test_a_kernel_only_trace_gives_the_windows_gpu_busy_fraction(tmp_path: Path,
     assert figures["ranks"]["0"]["gpu_busy_fraction"] == pytest.approx(0.75) and (tmp_path / "t.png").exists()
 
 
-def test_a_profile_without_host_operations_needs_a_gpu(tmp_path: Path, monkeypatch):
+def test_training_profiles_the_host_and_a_kernel_only_profile_needs_a_gpu(tmp_path: Path, monkeypatch):
+    """ns-train's window records the host's operations (and the GPU's kernels where there is one); the lab's
+    kernel-only window (``python -m odin_bench.train --kernel-only-profile``) refuses a machine without a GPU."""
+    from odin_bench import train
     from odin_ns.profiling import ProfileWindow
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    with pytest.raises(ValueError, match="GPU kernels only"):
-        ProfileWindow(1, 2, tmp_path, 0, host_ops=False)
-    assert ProfileWindow(1, 2, tmp_path, 0).host_ops
+    assert ProfileWindow(1, 2, tmp_path, 0).activities() == [torch.profiler.ProfilerActivity.CPU]
+    with pytest.raises(ValueError, match="records GPU kernels, and there is no GPU"):
+        train.KernelOnlyProfileWindow(1, 2, tmp_path, 0)
+    monkeypatch.setattr(sys, "argv", ["train", "--kernel-only-profile", "odin-splatfacto", "--profile-steps", "2"])
+    with pytest.raises(SystemExit, match="--kernel-only-profile records GPU kernels only"):
+        train.main()
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert train.KernelOnlyProfileWindow(1, 2, tmp_path, 0).activities() == [torch.profiler.ProfilerActivity.CUDA]
 
 
 def cpu_op(name: str, start: float, end: float, tid: int = 1) -> dict:

@@ -60,8 +60,6 @@ class SimulateCommand:
     plan: Optional[Path] = None
     """The capture's plan.npz (odin-ns plan, same seed as training): views reach ranks as the runtime deals them.
     Without it each rank's views are drawn from the measured per-view times."""
-    balance_ranks: bool = False
-    """The runs trained with --pipeline.datamanager.balance-ranks True (keep the plan's view costs)."""
     views_per_rank: int = 1
     """Views per rank of the measured runs (--pipeline.datamanager.views-per-rank), kept at every world size."""
     world_sizes: Tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
@@ -139,10 +137,9 @@ class SimulateCommand:
         if self.plan is None:
             return None
         try:
-            plan = SchedulePlan.load(self.plan)
+            return SchedulePlan.load(self.plan)
         except (OSError, ValueError, KeyError) as error:
             raise ScalingInputError(f"cannot read plan {self.plan}: {error}") from None
-        return plan if self.balance_ranks else replace(plan, view_costs=None)
 
     def _count_gaussians(self, runs: Sequence[MeasuredRun]) -> None:
         """Without --gaussians: the runs' tensorboard count, else the count their dense exchanges imply (every fit

@@ -9,7 +9,7 @@ dataparser, so a plan file made once can be handed to every rank via ``plan_path
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Dict, List, Literal, Optional, Tuple, Type, Union
@@ -54,9 +54,7 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
 
     _target: Type = field(default_factory=lambda: OdinDataManager)
     order: Order = "rlg"
-    """rlg: consecutive steps rotate through weakly coupled regions of the RLG; random: plain shuffle (baseline);
-    alternating-cost: a benchmark workload, every rank alternating between costly and cheap views out of phase with
-    its neighbours, consecutive steps from different regions (what overlap can hide and sync cannot)."""
+    """rlg: consecutive steps rotate through weakly coupled regions of the RLG; random: plain shuffle (baseline)."""
     views_per_rank: int = 1
     """Views each rank renders per step, in one rasterizer call (global batch B = world size x views per rank;
     ``odin_ns.batch`` scales learning rates, eps, betas and schedules for it). The training images must share one
@@ -66,11 +64,6 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
     """Plan written by ``odin-ns plan``; None builds it at start-up (seeded by train_cameras_sampling_seed)."""
     top_k: int = DEFAULT_TOP_K
     max_track_length: int = DEFAULT_MAX_TRACK_LENGTH
-    balance_ranks: bool = False
-    """rlg order: build each step from views of similar estimated render cost and share them evenly over the ranks,
-    so no rank waits for one rendering a far costlier view (docs/schedule.md). Off by default: estimating the costs
-    reads the seed points at start-up, and whether balancing shortens the step depends on the scene and the machine
-    (measurements: docs/results.md)."""
 
 
 class OdinDataManager(FullImageDatamanager):
@@ -144,23 +137,18 @@ class OdinDataManager(FullImageDatamanager):
                 seed=config.train_cameras_sampling_seed,
                 top_k=config.top_k,
                 max_track_length=config.max_track_length,
-                estimate_costs=config.balance_ranks or config.order == "alternating-cost",
             )
             seconds = plan.settings["aot_seconds"]
             CONSOLE.log(
                 f"Odin AOT schedule ({plan.graph.source}) took {seconds['total']:.2f} s: reading "
-                f"{seconds['observations']:.2f}, graph {seconds['graph']:.2f}, view costs {seconds['costs']:.2f}, "
-                f"partition {seconds['partition']:.2f}, order {seconds['order']:.2f}"
+                f"{seconds['observations']:.2f}, graph {seconds['graph']:.2f}, partition {seconds['partition']:.2f}, "
+                f"order {seconds['order']:.2f}"
             )
-        if not config.balance_ranks and config.order != "alternating-cost":
-            plan = replace(plan, view_costs=None)
         summary = plan.summary()
         CONSOLE.log(
             f"Odin schedule: {plan.num_views} views, regions {summary['regions']} "
             f"({summary['intra_region_weight_fraction']:.0%} of RLG weight inside), {plan.units_per_epoch} units of "
             f"{plan.world_size}x{plan.views_per_rank} views per epoch, order {plan.order}"
-            + (f", rank imbalance {summary['rank_imbalance']:.3f} (random order {summary['random_rank_imbalance']:.3f})"
-               if "rank_imbalance" in summary else "")
         )
         return plan
 
@@ -255,7 +243,7 @@ class PlanCommand:
     max_track_length: int = DEFAULT_MAX_TRACK_LENGTH
 
     def main(self) -> None:
-        parser_config = OdinDataParserConfig(data=self.data, load_3D_points=True)  # seed points: view costs
+        parser_config = OdinDataParserConfig(data=self.data, load_3D_points=True)  # seed points: an RLG without tracks
         parser = parser_config.setup()
         outputs = parser.get_dataparser_outputs(split="train")
         plan = plan_training_views(

@@ -106,8 +106,8 @@ class DemoSceneOptions:
     """Fraction of views that look at the whole scene from above instead of at one region."""
     dense_region_factor: int = 1
     """Even-numbered regions get this many times gaussians_per_region (and so about that many times the 3D points
-    per region): their views cost more to render than the others', an uneven workload for the rank-balance and
-    overlap benchmarks (with ``--pipeline.datamanager.order alternating-cost``); 1: every region alike."""
+    per region): their views cost more to render than the others', an uneven workload for the overlap benchmarks
+    (``odin-bench bench --alternating-cost``); 1: every region alike."""
     seed: int = 0
     """Seed of everything random; a seed gives byte-identical output (for a given device)."""
     max_track_length: int = 0

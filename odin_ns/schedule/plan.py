@@ -9,17 +9,6 @@ views_per_rank. Each epoch is a fresh, seeded permutation of the training views 
   consecutive units come from weakly coupled regions. The views left over when a region's size is not a multiple
   of the unit size are pooled into mixed units, interleaved like one more region.
 * ``random`` order: a plain shuffle (the baseline).
-* ``alternating-cost`` order (a benchmark workload; needs ``view_costs``): every rank alternates between views of
-  the costlier half and of the cheaper half, neighbouring ranks out of phase (rank r renders costly views at step t
-  when t + r is even), and a unit's views come from regions the previous unit's did not, where the pools allow. Under
-  sync every step lasts as long as a costly view; overlapping units can hide the cheap rank's wait, which is what
-  this order is for measuring.
-
-Rank balance: with ``view_costs`` (each view's estimated render cost, from the seed points in its frustum), the rlg
-order builds each unit from views of similar cost (views sorted by cost with a random jitter, so pairings vary
-between epochs, then cut into units whose order within the region is shuffled) and deals a unit's views to the
-ranks in serpentine order. A step lasts as long as its slowest rank, so a wide view rendered next to a narrow one
-makes the other ranks wait at every exchange; ``rank_imbalance`` measures that (1 = balanced).
 
 Remainder: when the number of views V is not a multiple of the unit size B, each epoch drops V mod B views (drawn at
 random from the pool of leftovers, so a different set every epoch) and has V // B units; no unit ever holds the same
@@ -39,18 +28,18 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Optional, Sequence, get_args
+from typing import ClassVar, Literal, Optional, Sequence, get_args
 
 import numpy as np
 import scipy.sparse as sp
 
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS, Partition, partition_views, region_coupling
 from odin_ns.schedule.rlg import DEFAULT_MAX_TRACK_LENGTH, DEFAULT_TOP_K, RelativeLocalityGraph, build_rlg
-from odin_ns.schedule.tracks import ViewCameras, collect_observations, render_costs, view_names
+from odin_ns.schedule.tracks import ViewCameras, collect_observations, view_names
 
 logger = logging.getLogger(__name__)
 
-Order = Literal["rlg", "random", "alternating-cost"]
+Order = Literal["rlg", "random"]
 ORDERS = get_args(Order)
 
 DEFAULT_CONFLICT_THRESHOLD = 0.05
@@ -58,10 +47,8 @@ DEFAULT_CONFLICT_THRESHOLD = 0.05
 the 8 strongest neighbours of a view overlap by 0.17 or more on average, so this only admits pairs that are not
 close neighbours (docs/schedule.md)."""
 
-COST_JITTER = 0.1
-"""Log-normal spread applied to view costs before sorting: views of similar cost trade partners between epochs."""
 _PLAN_FORMAT = 1
-_SUMMARY_EPOCHS = 4
+SUMMARY_EPOCHS = 4
 """Epochs the plan statistics average over: each epoch is a different shuffle, one alone is noisy on small data."""
 
 
@@ -140,34 +127,12 @@ def interleave_evenly(group_sizes: Sequence[int]) -> list[tuple[int, int]]:
     return sequence
 
 
-def cost_matched_units(views: np.ndarray, costs: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
-    """(len(views) // size, size) units of ``views`` (whole units only, the caller handles leftovers), each made of
-    views of similar jittered cost, in shuffled unit order."""
-    jittered = costs[views] * np.exp(rng.normal(0.0, COST_JITTER, len(views)))
-    ordered = views[np.argsort(jittered, kind="stable")]
-    units = ordered[: len(views) // size * size].reshape(-1, size)
-    return units[rng.permutation(len(units))]
-
-
-def deal_to_ranks(unit: np.ndarray, costs: np.ndarray, world_size: int, views_per_rank: int) -> np.ndarray:
-    """The views of one unit reordered so rank r's block (views_per_rank consecutive entries) holds the r-th share
-    of a serpentine deal from the most to the least costly view: every rank's total cost is nearly equal."""
-    by_cost = unit[np.argsort(-costs[unit], kind="stable")]
-    rounds = by_cost.reshape(views_per_rank, world_size)
-    rounds[1::2] = rounds[1::2, ::-1].copy()
-    return rounds.T.reshape(-1)
-
-
-def rank_imbalance(units: np.ndarray, costs: np.ndarray, world_size: int) -> float:
-    """Sum over units of the slowest rank's cost over the sum of the mean rank's: the step time lost to waiting for
-    the slowest rank, relative to a perfectly balanced schedule (1.0)."""
-    per_rank = costs[units].reshape(len(units), world_size, -1).sum(axis=2)
-    return float(per_rank.max(axis=1).sum() / per_rank.mean(axis=1).sum())
-
-
 @dataclass(eq=False)
 class SchedulePlan:
     """The AOT schedule: views of every rank at every step, plus predicted conflicts between steps."""
+
+    orders: ClassVar[tuple[str, ...]] = ORDERS
+    """The orders ``ordered_units`` deals; a subclass that deals another one adds its name."""
 
     view_names: list[str]
     """Training views, in dataset order (paths relative to the image folder): plan view i is dataset view i."""
@@ -180,8 +145,6 @@ class SchedulePlan:
     conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD
     positions: Optional[np.ndarray] = None
     """(views, 3) camera positions, for the figure."""
-    view_costs: Optional[np.ndarray] = None
-    """(views,) estimated render cost of each view (``render_costs``); None: units ignore cost."""
     settings: dict = field(default_factory=dict)
     """How the plan was built (top_k, max_track_length, AOT timings); recorded, not used."""
     rotation: np.ndarray = field(init=False, repr=False)
@@ -190,14 +153,10 @@ class SchedulePlan:
 
     def __post_init__(self) -> None:
         check_views_per_step(self.world_size, self.views_per_rank, self.num_views)
-        if self.order not in ORDERS:
-            raise ValueError(f"unknown order {self.order!r}, expected one of {ORDERS}")
+        if self.order not in self.orders:
+            raise ValueError(f"unknown order {self.order!r}, expected one of {self.orders}")
         if len(self.partition.labels) != self.num_views or self.graph.num_views != self.num_views:
             raise ValueError(f"plan of {self.num_views} views got a graph or partition of another size")
-        if self.order == "alternating-cost" and self.view_costs is None:
-            raise ValueError("the alternating-cost order needs each view's render cost (a capture with seed points)")
-        if self.view_costs is not None and self.view_costs.shape != (self.num_views,):
-            raise ValueError(f"plan of {self.num_views} views got view costs of shape {self.view_costs.shape}")
         self.rotation = self.partition.rotation_order()
 
     @property
@@ -226,12 +185,15 @@ class SchedulePlan:
     def epoch_units(self, epoch: int) -> np.ndarray:
         """(units_per_epoch, views_per_step) view indices of every unit of an epoch, in step order."""
         if epoch not in self._epoch_cache:
-            rng = np.random.default_rng([self.seed, epoch])
-            units = {"rlg": self._rlg_units, "random": self._random_units,
-                     "alternating-cost": self._alternating_cost_units}[self.order](rng)
+            units = self.ordered_units(np.random.default_rng([self.seed, epoch]))
             self._epoch_cache = {key: value for key, value in self._epoch_cache.items() if key == epoch - 1}
             self._epoch_cache[epoch] = units
         return self._epoch_cache[epoch]
+
+    def ordered_units(self, rng: np.random.Generator) -> np.ndarray:
+        """(units_per_epoch, views_per_step) view indices of one epoch's units in step order, as ``order`` deals them
+        with ``rng``, the epoch's own generator."""
+        return self._rlg_units(rng) if self.order == "rlg" else self._random_units(rng)
 
     def _random_units(self, rng: np.random.Generator) -> np.ndarray:
         size = self.views_per_step
@@ -243,40 +205,13 @@ class SchedulePlan:
         for region in self.rotation:
             views = rng.permutation(np.flatnonzero(self.partition.labels == region))
             full_units = len(views) // size
-            groups.append(self._cut_units(views[: full_units * size], rng))
+            groups.append(views[: full_units * size].reshape(-1, size))
             leftovers.append(views[full_units * size :])
         pool = np.concatenate(leftovers)
         pool = np.delete(pool, rng.choice(len(pool), len(pool) % size, replace=False))
-        groups.append(self._cut_units(pool, rng))
+        groups.append(pool.reshape(-1, size))
         sequence = interleave_evenly([len(group) for group in groups])
         return np.stack([groups[group][index] for group, index in sequence])
-
-    def _alternating_cost_units(self, rng: np.random.Generator) -> np.ndarray:
-        shuffled = rng.permutation(self.num_views)
-        by_cost = shuffled[np.argsort(-self.view_costs[shuffled], kind="stable")]
-        half = len(by_cost) // 2
-        pools = [list(rng.permutation(by_cost[:half])), list(rng.permutation(by_cost[half:]))]  # costly, cheap
-        labels = self.partition.labels
-        units, previous_regions = [], set()
-        for unit in range(self.units_per_epoch):
-            views, regions = [], set()
-            for rank in range(self.world_size):
-                wanted = (unit + rank) % 2  # 0: costly, 1: cheap
-                for _ in range(self.views_per_rank):
-                    pool = pools[wanted] if pools[wanted] else pools[1 - wanted]
-                    pick = next((i for i, view in enumerate(pool) if labels[view] not in previous_regions), 0)
-                    views.append(pool.pop(pick))
-                    regions.add(labels[views[-1]])
-            units.append(views)
-            previous_regions = regions
-        return np.array(units, dtype=np.int64).reshape(-1, self.views_per_step)
-
-    def _cut_units(self, views: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Whole units of ``views`` (already shuffled): consecutive ones, or cost-matched and rank-balanced ones."""
-        if self.view_costs is None or len(views) == 0:
-            return views.reshape(-1, self.views_per_step)
-        units = cost_matched_units(views, self.view_costs, self.views_per_step, rng)
-        return np.stack([deal_to_ranks(unit, self.view_costs, self.world_size, self.views_per_rank) for unit in units])
 
     def _unit(self, step: int) -> np.ndarray:
         if step < 0:
@@ -300,7 +235,7 @@ class SchedulePlan:
         total, peak = consecutive_conflicts(self.graph.weights, units)
         return UnitConflicts(total, peak, self.conflict_threshold)
 
-    def conflicts(self, epochs: int = _SUMMARY_EPOCHS) -> UnitConflicts:
+    def conflicts(self, epochs: int = SUMMARY_EPOCHS) -> UnitConflicts:
         """Predicted conflicts of every step of the first ``epochs`` epochs."""
         per_epoch = [self.epoch_conflicts(epoch) for epoch in range(epochs)]
         return UnitConflicts(
@@ -325,7 +260,7 @@ class SchedulePlan:
             "order": self.order,
             "units_per_epoch": self.units_per_epoch,
             "dropped_views_per_epoch": self.num_views % self.views_per_step,
-            "statistics_epochs": _SUMMARY_EPOCHS,
+            "statistics_epochs": SUMMARY_EPOCHS,
             "mean_conflict_sum": float(planned.total.mean()),
             "mean_conflict_max": float(planned.peak.mean()),
             "random_mean_conflict_sum": float(shuffled.total.mean()),
@@ -333,21 +268,8 @@ class SchedulePlan:
             "conflict_threshold": self.conflict_threshold,
             "admissible_window_fraction": planned.admissible_fraction,
             "random_admissible_window_fraction": shuffled.admissible_fraction,
-            **self._imbalance_summary(),
             **self.settings,
         }
-
-    def _imbalance_summary(self) -> dict:
-        """Predicted ``rank_imbalance`` of this plan and of a random order, over the summary epochs."""
-        if self.view_costs is None or self.world_size == 1:
-            return {}
-        shuffled = self.with_batch(order="random")
-
-        def imbalance(plan: SchedulePlan) -> float:
-            units = np.concatenate([plan.epoch_units(epoch) for epoch in range(_SUMMARY_EPOCHS)])
-            return rank_imbalance(units, self.view_costs, self.world_size)
-
-        return {"rank_imbalance": imbalance(self), "random_rank_imbalance": imbalance(shuffled)}
 
     def check_views(self, names: Sequence[str]) -> None:
         """Raise if the plan was made for other training views than names (same names, same order)."""
@@ -387,7 +309,6 @@ class SchedulePlan:
                 weights_indices=weights.indices,
                 weights_data=weights.data,
                 positions=self.positions if self.positions is not None else np.zeros((0, 3)),
-                view_costs=self.view_costs if self.view_costs is not None else np.zeros(0),
             )
 
     @classmethod
@@ -405,7 +326,6 @@ class SchedulePlan:
             )
             labels = stored["labels"]
             positions = stored["positions"] if len(stored["positions"]) else None
-            costs = stored["view_costs"] if "view_costs" in stored and len(stored["view_costs"]) else None
             num_regions = int(stored["num_regions"])
         return cls(
             view_names=names,
@@ -417,7 +337,6 @@ class SchedulePlan:
             seed=meta["seed"],
             conflict_threshold=meta["conflict_threshold"],
             positions=positions,
-            view_costs=costs,
             settings=meta["settings"],
         )
 
@@ -436,19 +355,14 @@ def build_plan(
     top_k: int = DEFAULT_TOP_K,
     max_track_length: int = DEFAULT_MAX_TRACK_LENGTH,
     conflict_threshold: float = DEFAULT_CONFLICT_THRESHOLD,
-    estimate_costs: bool = True,
 ) -> SchedulePlan:
-    """Run the whole AOT step: observations -> RLG -> regions -> ordered units (timed, logged). ``estimate_costs``
-    (with seed points) records each view's render cost, which cost-balanced units need."""
+    """Run the whole AOT step: observations -> RLG -> regions -> ordered units (timed, logged)."""
     check_views_per_step(world_size, views_per_rank, len(view_paths))  # before spending time on the graph
     start = time.perf_counter()
     observations = collect_observations(view_paths, cameras, recon_dir, seed_points, seed)
     observed = time.perf_counter()
     graph = build_rlg(observations, max_track_length, top_k)
     graphed = time.perf_counter()
-    has_points = seed_points is not None and len(seed_points) > 0
-    costs = render_costs(cameras, seed_points, seed) if estimate_costs and has_points else None
-    costed = time.perf_counter()
     partition = partition_views(graph, num_regions, seed)
     partitioned = time.perf_counter()
     plan = SchedulePlan(
@@ -461,7 +375,6 @@ def build_plan(
         seed=seed,
         conflict_threshold=conflict_threshold,
         positions=cameras.positions,
-        view_costs=costs,
     )
     plan.epoch_units(0)
     ordered = time.perf_counter()
@@ -471,22 +384,19 @@ def build_plan(
         "aot_seconds": {
             "observations": observed - start,
             "graph": graphed - observed,
-            "costs": costed - graphed,
-            "partition": partitioned - costed,
+            "partition": partitioned - graphed,
             "order": ordered - partitioned,
             "total": ordered - start,
         },
     }
     logger.info(
-        "AOT schedule of %d views (%s) took %.2f s: observations %.2f, graph %.2f, costs %.2f, partition %.2f, "
-        "order %.2f",
+        "AOT schedule of %d views (%s) took %.2f s: observations %.2f, graph %.2f, partition %.2f, order %.2f",
         len(view_paths),
         graph.source,
         ordered - start,
         observed - start,
         graphed - observed,
-        costed - graphed,
-        partitioned - costed,
+        partitioned - graphed,
         ordered - partitioned,
     )
     return plan

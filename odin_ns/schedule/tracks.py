@@ -193,19 +193,6 @@ def seed_point_observations(cameras: ViewCameras, points: np.ndarray, seed: int 
     return Observations(projected_incidence(cameras, seeded_subset(points, MAX_PROJECTED_POINTS, seed)), SEED_POINTS)
 
 
-COST_SAMPLE_POINTS = 20_000
-"""Seed points projected to estimate render costs: relative costs need far fewer than co-visibility does."""
-
-
-def render_costs(cameras: ViewCameras, points: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Estimated render cost of each view: the fraction of the seed points inside its frustum (occluded ones too,
-    as the rasterizer processes them), from a seeded sample of at most COST_SAMPLE_POINTS points."""
-    if len(points) == 0:
-        raise ValueError("render costs need seed points")
-    points = seeded_subset(points, COST_SAMPLE_POINTS, seed)
-    return projected_incidence(cameras, points).getnnz(axis=1) / len(points)
-
-
 def frustum_samples(cameras: ViewCameras, grid: int = 4, depths: int = 8) -> np.ndarray:
     """Points on a grid x grid x depths lattice inside each camera's frustum.
 
