@@ -35,7 +35,7 @@ DOWNSCALES = int(os.environ.get("ODIN_DOWNSCALES", "2"))
 
 import nerfstudio.models.splatfacto as splatfacto  # noqa: E402
 import torchmetrics.image.lpip  # noqa: E402
-from odin_ns.benchmarks.stock_splatfacto import UnavailableLPIPS  # noqa: E402
+from odin_bench.stock_splatfacto import UnavailableLPIPS  # noqa: E402
 
 torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity = UnavailableLPIPS  # as odin_ns.benchmarks.stock_splatfacto
 if DRY:
@@ -47,7 +47,7 @@ if DRY:
 from nerfstudio.configs.method_configs import method_configs  # noqa: E402
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig  # noqa: E402
 
-from odin_ns.benchmarks.host_waits import in_process_trainer, run_step  # noqa: E402
+from odin_bench.host_waits import in_process_trainer, run_step  # noqa: E402
 from odin_ns.gaussians import GAUSSIAN_GROUPS  # noqa: E402
 from odin_ns.model import training_views  # noqa: E402
 from odin_ns.strategy import morton_order  # noqa: E402
