@@ -37,7 +37,7 @@ import nerfstudio.models.splatfacto as splatfacto  # noqa: E402
 import torchmetrics.image.lpip  # noqa: E402
 from odin_bench.stock_splatfacto import UnavailableLPIPS  # noqa: E402
 
-torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity = UnavailableLPIPS  # as odin_ns.benchmarks.stock_splatfacto
+torchmetrics.image.lpip.LearnedPerceptualImagePatchSimilarity = UnavailableLPIPS  # as odin_bench.stock_splatfacto
 if DRY:
     from odin_ns.rendering.reference import rasterize_reference
 
