@@ -14,8 +14,8 @@ communication time is the union of NCCL kernel intervals; the overlapped part is
 compute kernel ran on another stream (a stream runs its kernels one at a time, so only other streams can overlap).
 Step spans come from the ``odin_unit_{step}`` ranges the trainer records (their GPU projection where the trace has
 one, else the CPU range): each step is charged with what lies between its start and the next step's start. A trace
-of GPU kernels only (``--profile-host-ops False``: the host untouched by the profiler) has no step marks; its
-figures, the GPU-busy fraction among them, cover the window from its first kernel to its last.
+of GPU kernels only (``python -m odin_bench.train --kernel-only-profile``: the host untouched by the profiler) has
+no step marks; its figures, the GPU-busy fraction among them, cover the window from its first kernel to its last.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 nerfstudio writes the config with Python tags (``!!python/object:...``) and reads it back with ``yaml.Loader``, which
 imports every class the file names and calls it. Reading it as plain data instead (paths as ``Path``, every other
 object as the mapping of its fields) needs none of those classes to import cleanly and runs nothing a config file
-names: what ``odin-ns export`` and ``odin-ns simulate`` need from a run directory.
+names: what ``odin-ns export`` and ``odin-bench simulate`` need from a run directory.
 """
 
 from __future__ import annotations
