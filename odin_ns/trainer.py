@@ -113,12 +113,13 @@ class OdinTrainerConfig(TrainerConfig):
     """First profiled step. Pick steps clear of evaluation and logging steps (their waits are not training)."""
 
     def print_to_terminal(self) -> None:
-        """ns-train calls this first, before it saves the config or sets anything up: the capture is checked here, so
-        that data which cannot be trained on ends the run in one line before anything else is printed or written.
-        Then the config and the capture found, by rank 0 alone."""
+        """ns-train calls this first, before it saves the config or sets anything up: the capture and the output
+        folder are checked here, so that a run that cannot train ends in one line before anything else is printed or
+        written. Then the config and the capture found, by rank 0 alone."""
         capture = self.check_capture()
         if torchrun_rank() != 0:
             return
+        self.check_run_directory()
         super().print_to_terminal()
         if capture is not None:
             CONSOLE.log(capture)
@@ -135,9 +136,18 @@ class OdinTrainerConfig(TrainerConfig):
         except DatasetError as error:
             raise SystemExit(f"error: {error}" if torchrun_rank("LOCAL_RANK") == 0 else 1) from None
 
+    def check_run_directory(self) -> None:
+        """Exit in one line where the run directory cannot be made: its nearest existing folder is a file or not
+        writable (anything else that fails, save_config reports)."""
+        run_dir = self.get_base_dir()
+        existing = next(path for path in (run_dir, *run_dir.parents) if path.exists())
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise SystemExit(f"error: cannot write the run directory {run_dir}: {existing} is not a writable folder "
+                             f"(--output-dir names where runs go)")
+
     def save_config(self) -> None:
-        """nerfstudio's, by rank 0 alone (the other ranks take its run directory); an output directory that
-        cannot be written is reported in one line before anything else is written or loaded."""
+        """nerfstudio's, by rank 0 alone (the other ranks take its run directory), with an output directory that
+        cannot be written reported in one line."""
         if torchrun_rank() != 0:
             return
         try:
