@@ -98,6 +98,21 @@ def test_four_ranks_quality_first_equals_sync(tiny_scene: Path, tmp_path: Path, 
 
 
 @pytest.mark.slow
+def test_rank_0_alone_prints_the_config_and_the_folders_it_makes(two_node_run):
+    """Every rank parses the command line (under torchrun ns-train runs once per rank): rank 0 alone prints the config,
+    the capture found and the run's folders, and makes them; no rank prints or makes another run directory. Checked
+    on the output of both torchrun nodes of two ranks each."""
+    run_dir, outputs = two_node_run
+    output = "\n".join(outputs)
+    for printed_once in ("OdinTrainerConfig(", "COLMAP capture:", "Saving config to:", "Saving checkpoints to:",
+                         "Training Finished"):
+        assert output.count(printed_once) == 1, f"{printed_once!r} printed {output.count(printed_once)} times"
+    assert "Saving" not in outputs[1], "node 1 holds ranks 2 and 3"
+    assert [path.name for path in run_dir.parent.iterdir()] == [run_dir.name]
+    assert (run_dir / "config.yml").is_file() and (run_dir / "nerfstudio_models").is_dir()
+
+
+@pytest.mark.slow
 def test_several_views_per_rank_quality_first_equals_sync(tiny_scene: Path, tmp_path: Path):
     """Two ranks rendering two views each per step (one rasterizer call each): the unit's scopes are its views'
     union, and the overlap stays exact."""
