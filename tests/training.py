@@ -49,7 +49,12 @@ MID_RUN_CHECKPOINT = 16
 SAVE_MID_RUN = ("--steps-per-save", str(MID_RUN_CHECKPOINT), "--save-only-latest-checkpoint", "False")
 """Checkpoints at steps 16 and 32 besides the final one, all kept: a run resumed from step 16 carries 17 steps of
 densification statistics into the refine at step 20, then crosses the reset at step 30."""
-DENSIFYING_RUN_OPTIONS = (*DENSIFY_EARLY, *EVALUATE_DURING_TRAINING, *CAMERA_OPTIMIZER, *SAVE_MID_RUN)
+SCALE_REGULARIZATION = ("--pipeline.model.use-scale-regularization", "True", "--pipeline.model.max-gauss-ratio", "1.0")
+"""Splatfacto's scale regularizer every tenth step, reaching every Gaussian (a ratio of 1 is reached by all): rows
+no view of the step saw join its update scope, or quality-first's dense Adam would drift them without their
+gradient and part from sync."""
+DENSIFYING_RUN_OPTIONS = (*DENSIFY_EARLY, *EVALUATE_DURING_TRAINING, *CAMERA_OPTIMIZER, *SAVE_MID_RUN,
+                          *SCALE_REGULARIZATION)
 DENSIFYING_MODES = {
     "sync": ("--pipeline.odin.mode", "sync"),
     "quality-first": ("--pipeline.odin.mode", "quality-first"),
