@@ -85,4 +85,7 @@ def test_scale_regularization_reaches_gaussians_no_view_saw(tiny_scene: Path, tm
                     "--pipeline.model.max-gauss-ratio", "1.0", "--pipeline.model.refine-every", "1000")
     records = unit_records(run_dir)
     everything = records[0].update_rows
-    assert [record.unit_id for record in records if record.update_rows == everything] == [0, 10, 20]
+    regularized = [record.update_rows for record in records if record.unit_id % 10 == 0]
+    others = [record.update_rows for record in records if record.unit_id % 10]
+    assert len(regularized) == 3 and all(rows == everything for rows in regularized)
+    assert sum(rows < everything for rows in others) > len(others) // 2, "views see everything: nothing tested"
