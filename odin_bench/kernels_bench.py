@@ -9,6 +9,8 @@ Scopes are uniformly random subsets of the Gaussians (the worst case for localit
   single-call latency, host time per call and GPU time (CUDA-graph replay);
 * publication: the fused selective Adam step over a splatfacto parameter set (59 floats per Gaussian in 6 tensors)
   vs the runtime's packed publication (one launch over a [N, 59] table) launched and replayed from a CUDA graph,
+  and dense Adam's publication whole against its two parts (the drift of the rows outside the scope, no gradient
+  read, and the scope's rows),
   torch's fused dense Adam and the torch (index-based) fallback, with the bandwidth it achieves on the bytes it
   must move (param, grad and both moments of the scoped rows read, param and moments written, plus the bitmap),
   against the measured copy bandwidth and the H200's ~4.3 TB/s; also on the 32-byte sectors those rows occupy,
@@ -266,6 +268,20 @@ def packed_publication_us(timer: Timer, n: int, rows: torch.Tensor) -> dict[str,
         publish()  # the replayed one captures at its second call, before the timing
         row[f"packed {name} host us"] = f"{timer.host_time(publish):.1f}"
         row[f"packed {name} latency us"] = f"{timer(publish):.1f}"
+    dense_adam_parts = {
+        "dense": (tables[1], None, False),  # every row with its gradient: sync's publication under dense Adam
+        "drift": (None, rows, True),  # the rows outside the scope, no gradient read: launched before the exchange lands
+        "scope": (tables[1], rows, False),  # the scope's rows, when the exchange lands
+    }
+    for name, (grad, selection, complement) in dense_adam_parts.items():
+        adam, step = K.PackedAdam(capture=True), itertools.count(1)
+
+        def publish() -> None:
+            adam.step(tables[0], grad, *tables[2:], selection, columns, 0.9, 0.999, next(step), (0, n),
+                      complement=complement)
+
+        publish()
+        row[f"{name} latency us"] = f"{timer(publish):.1f}"
     return row
 
 
