@@ -1,5 +1,5 @@
-"""Shared fixtures: a small generated demo scene, the real capture when it is present, and training runs that several
-tests look at (each trained once per session, on first use: end-to-end runs dominate the suite's time)."""
+"""Shared fixtures: a small generated demo scene, a small real capture, and training runs that several tests look at
+(each trained once per session, on first use: end-to-end runs dominate the suite's time)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CUP77 = REPO_ROOT.parent / "shared" / "data" / "cup77"
+CUP77 = Path(__file__).resolve().parent / "data" / "cup77_small"
+"""cup77, the team's phone capture of a cup, made small enough to ship with the tests (its README.md says how): 77
+real photos at 200x150 and a COLMAP model with real SfM tracks."""
 
 TINY_SCENE_OPTIONS = dict(num_views=24, width=64, height=48, gaussians_per_region=400, seed=3)
 """Small enough to generate in about a second; the same options everywhere so the scene is built once."""
@@ -24,9 +25,7 @@ def tiny_scene(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def cup77() -> Path:
-    """The real phone capture shared beside the repository; tests skip where it is absent."""
-    if not (CUP77 / "sparse" / "0").exists():
-        pytest.skip(f"real capture not found at {CUP77}")
+    """The small real capture (``CUP77``, COLMAP layout); tests must not modify it."""
     return CUP77
 
 

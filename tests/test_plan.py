@@ -164,9 +164,7 @@ def cup77_datamanager(cup77: Path, rank: int, world_size: int, **options):
 
     from odin_ns.data.datamanager import OdinDataManagerConfig
 
-    # images_4/ holds the 4x downscaled images: nerfstudio reaches them with images_path "images" + downscale 4
-    # (the COLMAP cameras are 800x600; images_path="images_4" at factor 1 would mismatch the 200x150 images).
-    dataparser = ColmapDataParserConfig(data=cup77, colmap_path=Path("sparse/0"), downscale_factor=4)
+    dataparser = ColmapDataParserConfig(data=cup77, colmap_path=Path("sparse/0"), downscale_factor=1)
     config = OdinDataManagerConfig(dataparser=dataparser, cache_images="gpu", **options)
     # every simulated rank builds the plan itself: what rank 0 builds and broadcasts in a real run
     context = SimpleNamespace(rank=rank, world_size=world_size, is_main=True, broadcast_object=lambda value, what: value)

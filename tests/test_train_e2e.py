@@ -18,6 +18,8 @@ ALL_HELD_OUT = "Eval Images Metrics Dict (all images)"
 by the pipeline's own ``get_average_eval_image_metrics``, the metrics ns-eval computes from the final checkpoint (equal
 to 1e-6 when measured); test_bench_smoke.py runs ns-eval itself on 2-rank runs."""
 CUP77_STEPS = 50
+"""Steps of the small real capture's run: its held-out views score 11.9 dB after 2 steps and 16.3 dB after 50
+(measured 2026-12-03 on the CPU), far above the 1 dB the test asks for."""
 
 
 @pytest.mark.slow
@@ -68,14 +70,13 @@ def test_resume_from_checkpoint_continues(tiny_scene: Path, tmp_path: Path, demo
 
 
 @pytest.mark.slow
-def test_real_capture_improves_over_initial_render(cup77: Path, tmp_path: Path):
-    """cup77 at 200x150 (images_4): after a short run the rendered training views score measurably above the initial
-    render (the PSNR nerfstudio logs at step 0, before any update). 50 steps: the last three logged values (steps 35,
-    40 and 45) average 18.4 dB against 14.9 dB initially (measured 2026-11-30; 80 steps gave 19.5 dB)."""
-    run_dir = train(cup77, tmp_path, CUP77_STEPS, "--logging.steps-per-log", "5",
-                    "odin-data", "--downscale-factor", "4")
-    psnr = scalar_series(run_dir, "Train Metrics Dict/psnr")
-    initial, trained = psnr[0], sum(psnr[-3:]) / 3
-    print(f"cup77 images_4 training-view PSNR: initial render {initial:.2f} dB, steps {CUP77_STEPS - 15}-"
-          f"{CUP77_STEPS - 5} {trained:.2f} dB")
-    assert trained > initial + 1.0, psnr
+def test_real_capture_improves_on_the_held_out_views(cup77: Path, tmp_path: Path):
+    """cup77 at 200x150, seeded from its 1,200 SfM points (conftest.CUP77): after a short run the held-out views (every
+    8th photo, never trained on) score measurably above the model after its first two steps, on the same views (one
+    view's training PSNR against another's says more about the views than the model)."""
+    psnr = {}
+    for steps in (2, CUP77_STEPS):
+        run_dir = train(cup77, tmp_path / str(steps), steps, "--steps-per-eval-all-images", str(steps - 1))
+        (psnr[steps],) = scalar_series(run_dir, f"{ALL_HELD_OUT}/psnr")
+    print(f"cup77 held-out PSNR: {psnr[2]:.2f} dB after 2 steps, {psnr[CUP77_STEPS]:.2f} dB after {CUP77_STEPS}")
+    assert psnr[CUP77_STEPS] > psnr[2] + 1.0, psnr
