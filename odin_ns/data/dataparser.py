@@ -298,10 +298,11 @@ validated model instead of reading the model files again (points3D.bin takes sec
 
 def validation_key(data: Path, model_relative: Path, images_relative: Path, need_points: bool) -> ValidationKey:
     """What a validation of a COLMAP model checked: the folders, whether it read the points, and the size and
-    modification time of each file of the model (a model rewritten in between is validated again)."""
+    modification time of each file of the model (a model rewritten in between is validated again; a missing model
+    folder has no files, and its validation says so)."""
     model_dir = data / model_relative
     files = tuple((path.name, path.stat().st_size, path.stat().st_mtime_ns)
-                  for path in sorted(model_dir.iterdir()) if path.is_file())
+                  for path in (sorted(model_dir.iterdir()) if model_dir.is_dir() else ()) if path.is_file())
     return data.resolve(), Path(model_relative), Path(images_relative), need_points, files
 
 
