@@ -234,7 +234,8 @@ def missing_images_error(folder: Path, images: dict, images_file: Path) -> Datas
         return DatasetError(f"image listed in the COLMAP model is missing: {folder / missing[0].name}")
     return DatasetError(
         f"{len(missing)} of the {len(images)} images listed in {images_file} are missing from {folder} (the first: "
-        f"{missing[0].name}); if they are in another folder of the capture, name it with odin-data --images-path"
+        f"{missing[0].name}); if they are in another folder of the capture, add `odin-data --images-path FOLDER` at "
+        f"the end of the command"
     )
 
 
