@@ -83,7 +83,7 @@ def scatter_rows_packed(
 TRITON_PACK_MIN_ROWS = 1 << 17
 """``pack_columns`` on ``auto`` packs fewer rows with ``torch.cat``: its one launch then costs less than the Triton
 pack's host work (an index vector and Triton's launcher), while on large tables its strided stores cost more GPU time
-than the whole rows the Triton programs write (docs/results.md, "Fifteenth session")."""
+than the whole rows the Triton programs write (docs/kernels.md)."""
 
 
 def pack_columns(tensors: list[torch.Tensor], backend: str = "auto") -> torch.Tensor:
