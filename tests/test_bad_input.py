@@ -118,3 +118,20 @@ def test_a_plan_file_of_another_capture_is_named_and_stops_every_rank(tiny_scene
     other_rank = SimpleNamespace(rank=1, world_size=2, is_main=False, broadcast_object=lambda value, what: refused.value)
     with pytest.raises(DatasetError, match="cannot drive this capture"):
         tiny_datamanager(tiny_scene, other_rank, plan_path=plan_file).plan
+
+
+@pytest.mark.slow
+def test_an_unknown_optimizer_is_refused_by_the_command_line_naming_the_choices(tiny_scene: Path, tmp_path: Path):
+    """``--pipeline.odin.adam`` takes dense or selective: anything else is refused while the command line is parsed,
+    in tyro's one short message, before anything is set up."""
+    result = subprocess.run(
+        [str(BIN / "ns-train"), "odin-splatfacto", "--data", str(tiny_scene), "--output-dir", str(tmp_path / "out"),
+         "--pipeline.odin.adam", "auto"],
+        capture_output=True, text=True, timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-3000:]
+    assert "invalid choice 'auto' for argument '--pipeline.odin.adam'" in output, output[-3000:]
+    assert "('dense', 'selective')" in output, output[-3000:]
+    assert len(output.splitlines()) <= MAX_LINES and "Traceback" not in output, output[-3000:]
+    assert not (tmp_path / "out").exists()
