@@ -20,7 +20,7 @@ import torch
 import tyro
 from torch.profiler import ProfilerActivity, profile
 
-from odin_bench.host_waits import in_process_trainer, run_step
+from odin_ns.in_process import in_process_trainer, run_step
 
 
 @dataclass

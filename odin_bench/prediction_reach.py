@@ -9,7 +9,7 @@ on the CPU in seconds: the capture's initial Gaussians (as training starts, Mort
 ``--world-size`` ranks, and the runtime's own predictor (``SplatReadPredictor``) with the initial learning rates.
 Later in training the Gaussians are smaller and more numerous; the bounds then tighten.
 
-Usage: ``odin-bench prediction-reach --data data/castle_p30 --world-size 2 --min-buckets 8 32 128``.
+Usage: ``odin-bench prediction-reach --data data/castle_p30 --world-size 2 --buckets 8 32 128``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Tuple
 import numpy as np
 import tyro
 
-from odin_bench.host_waits import in_process_trainer
+from odin_ns.in_process import in_process_trainer
+from odin_ns.comm.collectives import RowBuckets
 from odin_ns.data.datamanager import plan_training_views
 from odin_ns.model import NEAR_PLANE
 from odin_ns.read_prediction import SplatReadPredictor, pinhole_views
@@ -38,9 +39,10 @@ class PredictionReachCommand:
     """Capture (COLMAP or transforms.json)."""
     world_size: int = 2
     """Ranks the plan deals the views to."""
-    min_buckets: Tuple[int, ...] = (8, 32, 128)
-    """Values of ``--pipeline.odin.min-buckets`` to compare (the exchange may cut finer where buckets would exceed
-    ``bucket-mb``; the default is 8), each with ``--pipeline.odin.min-bucket-mb 0``: buckets of any size."""
+    buckets: Tuple[int, ...] = (8, 32, 128)
+    """Bucket counts to compare, buckets of any size (finer where a bucket would exceed the default
+    ``--pipeline.odin.bucket-mb``). Each is printed with its bucket size: below 4 MB, the ``--pipeline.odin.bucket-mb``
+    that cuts a training run's exchange so."""
     units: int = 200
     """Units of the plan to examine (from the first)."""
 
@@ -49,16 +51,16 @@ class PredictionReachCommand:
             raise SystemExit(f"error: --world-size must be at least 2 (one rank has no exchange), got {self.world_size}")
         if not self.data.exists():
             raise SystemExit(f"error: data directory does not exist: {self.data}")
-        for row in reach(self.data, self.world_size, self.min_buckets, self.units):
+        for row in reach(self.data, self.world_size, self.buckets, self.units):
             print(
-                f"min-buckets {row['min_buckets']:4d}: {row['buckets']:4d} buckets; a view's frustum meets "
+                f"{row['buckets']:4d} buckets of {row['bucket_mb']:.3g} MB: a view's frustum meets "
                 f"{row['view_meets']:.0%} of them (median); {row['windows_in_flight']} of {row['units']} windows "
                 f"could leave buckets in flight, {row['in_flight']:.0%} of their update buckets on average"
             )
 
 
-def reach(data: Path, world_size: int, min_buckets: Tuple[int, ...], units: int) -> list[dict]:
-    """One row per ``min_buckets`` value (see ``PredictionReachCommand``)."""
+def reach(data: Path, world_size: int, buckets: Tuple[int, ...], units: int) -> list[dict]:
+    """One row per bucket count of ``buckets`` (see ``PredictionReachCommand``)."""
     with tempfile.TemporaryDirectory() as scratch:
         trainer = in_process_trainer(data, Path(scratch), "cpu")
     datamanager, model = trainer.pipeline.datamanager, trainer.pipeline.model
@@ -71,14 +73,16 @@ def reach(data: Path, world_size: int, min_buckets: Tuple[int, ...], units: int)
     )
     means, scales = (trainer.optimizers.optimizers[name].param_groups[0] for name in ("means", "scales"))
     params = model.gauss_params
+    tensors = list(params.values())
+    row_bytes = sum(tensor[:1].numel() * tensor.element_size() for tensor in tensors)
     results = []
-    for count in min_buckets:
-        buckets = RuntimeConfig(min_buckets=count, min_bucket_mb=0).buckets_for(list(params.values()))
+    for count in buckets:
+        cut = RowBuckets.for_tensors(tensors, RuntimeConfig().bucket_bytes, min_buckets=count)
         predictor = SplatReadPredictor(
             pinhole_views(datamanager.train_cameras), plan.unit_views, 0, lambda: means["lr"], lambda: scales["lr"],
             tuple(means["betas"]), NEAR_PLANE, largest_downscale=2**model.config.num_downscales,
         )
-        predictor.rebind(params, buckets)
+        predictor.rebind(params, cut)
         view_meets = [predictor.read_buckets(unit, every_rank=False).mean() for unit in range(min(units, 50))]
         in_flight = []
         for unit in range(units):
@@ -87,7 +91,8 @@ def reach(data: Path, world_size: int, min_buckets: Tuple[int, ...], units: int)
             if left.any():
                 in_flight.append(left.sum() / updates.sum())
         results.append({
-            "min_buckets": count, "buckets": len(buckets.ranges), "view_meets": statistics.median(view_meets),
+            "buckets": len(cut.ranges), "bucket_mb": cut.rows_per_bucket * row_bytes / 2**20,
+            "view_meets": statistics.median(view_meets),
             "units": units, "windows_in_flight": len(in_flight), "in_flight": float(np.mean(in_flight)) if in_flight else 0.0,
         })
     return results

@@ -30,7 +30,7 @@ import tyro
 
 import odin_ns.model
 from odin_bench.host_ops import OpCounter, _count_kernel_calls_as_launches
-from odin_bench.host_waits import in_process_trainer, run_step
+from odin_ns.in_process import in_process_trainer, run_step
 
 
 class _SiteCounter(OpCounter):

@@ -26,7 +26,7 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from odin_bench.host_waits import run_step
+from odin_ns.in_process import run_step
 
 STOCK = "stock"
 

@@ -96,7 +96,7 @@ def test_a_nan_gradient_stops_training_at_the_next_checkpoint_and_leaves_the_las
                                                                                            tmp_path: Path):
     """The trainer's own path, in one process: a NaN loss at step 4 poisons every gradient; the steps after it make no
     host read (nothing raised yet), and the checkpoint due next stops the run, naming the step, before it is written."""
-    from in_process import in_process_trainer, run_step
+    from odin_ns.in_process import in_process_trainer, run_step
     from odin_ns.runtime.finite import NonFiniteGradientError
 
     trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", warmup_length=10_000)

@@ -19,7 +19,10 @@ import pytest
 import torch
 
 from host_read_counter import HostReadCounter
-from in_process import OperationCounter, cuda_sync_sites, in_process_trainer, rasterizer_calls_flagged, run_step
+from odin_bench.host_ops import OpCounter as OperationCounter
+from odin_bench.host_waits import count_host_syncs as cuda_sync_sites
+from odin_bench.step_ops import rasterizer_calls_flagged
+from odin_ns.in_process import in_process_trainer, run_step
 
 
 @pytest.mark.slow

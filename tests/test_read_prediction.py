@@ -11,7 +11,7 @@ from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.cameras.cameras import Cameras
 from nerfstudio.models.splatfacto import get_viewmat
 
-from in_process import in_process_trainer, run_step
+from odin_ns.in_process import in_process_trainer, run_step
 from odin_ns.read_prediction import pinhole_views
 from odin_ns.rendering import camera_to_world_opencv, world_to_camera
 

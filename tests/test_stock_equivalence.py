@@ -22,7 +22,7 @@ import pytest
 import torch
 from nerfstudio.engine.callbacks import TrainingCallbackLocation
 
-from in_process import in_process_trainer, run_step
+from odin_ns.in_process import in_process_trainer, run_step
 from odin_ns.gaussians import GAUSSIAN_GROUPS
 
 EQUAL_STEPS = 3

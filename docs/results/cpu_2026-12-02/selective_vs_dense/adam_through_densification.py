@@ -8,7 +8,7 @@ import sys, torch, statistics
 from pathlib import Path
 sys.path.insert(0, "tests")
 from test_stock_equivalence import plain_adam_step, with_torch_adam
-from odin_bench.host_waits import in_process_trainer, run_step
+from odin_ns.in_process import in_process_trainer, run_step
 from odin_ns.data.demo_scene import generate_demo_scene
 
 scene = Path("/tmp/adam_densify/scene")

@@ -14,7 +14,7 @@ import torch
 sys.path.insert(0, "tests")
 from test_stock_equivalence import plain_adam_step, selective_adam_on_visible_rows  # noqa: E402
 
-from odin_bench.host_waits import in_process_trainer  # noqa: E402
+from odin_ns.in_process import in_process_trainer  # noqa: E402
 from odin_ns.data.demo_scene import generate_demo_scene  # noqa: E402
 from odin_ns.gaussians import GAUSSIAN_GROUPS  # noqa: E402
 

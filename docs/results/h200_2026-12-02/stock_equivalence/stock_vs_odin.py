@@ -47,7 +47,7 @@ if DRY:
 from nerfstudio.configs.method_configs import method_configs  # noqa: E402
 from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig  # noqa: E402
 
-from odin_bench.host_waits import in_process_trainer, run_step  # noqa: E402
+from odin_ns.in_process import in_process_trainer, run_step  # noqa: E402
 from odin_ns.gaussians import GAUSSIAN_GROUPS  # noqa: E402
 from odin_ns.model import training_views  # noqa: E402
 from odin_ns.strategy import morton_order  # noqa: E402
