@@ -184,6 +184,22 @@ def test_opaque_gaussian_covers_its_centre_and_not_the_corners():
         assert corner.item() == 0.0
 
 
+def test_a_gaussian_on_the_camera_plane_is_culled_with_a_zero_gradient():
+    """Depth 0 (and behind the camera): culled, as gsplat culls it, and its gradient is zero, not NaN (projecting it
+    would divide by its depth); the Gaussian in view renders and gets a gradient."""
+    viewmats, Ks = _camera(32, 32, focal=30.0)
+    means, quats, scales, opacities, colors = _gaussians([[0.3, 0.1, 0.0], [0.0, 0.0, -2.0], [0.0, 0.0, 4.0]], 0.3,
+                                                         0.9, [RED, BLUE, RED])
+    for tensor in (means, quats, scales, opacities):
+        tensor.requires_grad_(True)
+    image, _, meta = rasterize_reference(means, quats, scales, opacities, colors, viewmats, Ks, 32, 32)
+    image.sum().backward()
+    assert meta["radii"][0, :2].eq(0).all() and meta["radii"][0, 2] > 0
+    for tensor in (means, quats, scales, opacities):
+        assert torch.isfinite(tensor.grad).all() and tensor.grad[:2].eq(0).all()
+    assert all(tensor.grad[2].ne(0).any() for tensor in (means, scales, opacities))  # isotropic: no rotation gradient
+
+
 @pytest.mark.parametrize("near_first", [True, False])
 def test_nearer_gaussian_wins_regardless_of_input_order(near_first):
     viewmats, Ks = _camera(32, 32, focal=30.0)

@@ -90,18 +90,9 @@ def rasterize_reference(
 
     if covars is None:
         covars, _ = _quat_scale_to_covar_preci(quats, scales, compute_covar=True, compute_preci=False, triu=False)
-    radii, means2d, depths, conics, compensations = _fully_fused_projection(
-        means,
-        covars,
-        viewmats,
-        Ks,
-        width,
-        height,
-        eps2d=eps2d,
-        near_plane=near_plane,
-        far_plane=far_plane,
-        calc_compensations=rasterize_mode == "antialiased",
-        camera_model=camera_model,
+    radii, means2d, depths, conics, compensations = _project_in_depth_range(
+        means, covars, viewmats, Ks, width, height, eps2d, near_plane, far_plane, rasterize_mode == "antialiased",
+        camera_model,
     )
     radii = torch.where(radii > radius_clip, radii, torch.zeros_like(radii))
     opacities = opacities.repeat(n_cameras, 1)
@@ -144,6 +135,50 @@ def rasterize_reference(
         "n_cameras": n_cameras,
     }
     return render_colors, render_alphas, meta
+
+
+def _project_in_depth_range(
+    means: Tensor,
+    covars: Tensor,
+    viewmats: Tensor,
+    Ks: Tensor,
+    width: int,
+    height: int,
+    eps2d: float,
+    near_plane: float,
+    far_plane: float,
+    calc_compensations: bool,
+    camera_model: str,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Optional[Tensor]]:
+    """gsplat's torch projection, camera by camera, of the Gaussians between the near and the far plane only; the
+    others get radius 0 (gsplat culls them too) and zeros elsewhere.
+
+    Projecting a Gaussian on the camera plane divides by its depth of 0: its outputs are infinite, and although
+    culling gives them no gradient, the backward multiplies that zero by the infinite partials and the Gaussian's
+    gradient is NaN. gsplat's CUDA kernels never project what they cull."""
+    n_cameras, n = viewmats.shape[0], means.shape[0]
+    depth_all = torch.einsum("cj,nj->cn", viewmats[:, 2, :3], means) + viewmats[:, 2, 3:4]
+    radii = torch.zeros(n_cameras, n, dtype=torch.int32, device=means.device)
+    means2d = means.new_zeros(n_cameras, n, 2)
+    conics = means.new_zeros(n_cameras, n, 3)
+    compensations = means.new_zeros(n_cameras, n) if calc_compensations else None
+    depths = depth_all.detach().clone()
+    parts = []
+    for camera in range(n_cameras):
+        rows = torch.nonzero((depth_all[camera] > near_plane) & (depth_all[camera] < far_plane)).squeeze(1)
+        parts.append((camera, rows, _fully_fused_projection(
+            means[rows], covars[rows], viewmats[camera : camera + 1], Ks[camera : camera + 1], width, height,
+            eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, calc_compensations=calc_compensations,
+            camera_model=camera_model,
+        )))
+    for camera, rows, (part_radii, part_means2d, part_depths, part_conics, part_compensations) in parts:
+        radii[camera, rows] = part_radii[0].to(radii.dtype)
+        means2d = means2d.index_put((torch.full_like(rows, camera), rows), part_means2d[0])
+        depths = depths.index_put((torch.full_like(rows, camera), rows), part_depths[0])
+        conics = conics.index_put((torch.full_like(rows, camera), rows), part_conics[0])
+        if compensations is not None:
+            compensations = compensations.index_put((torch.full_like(rows, camera), rows), part_compensations[0])
+    return radii, means2d, depths, conics, compensations
 
 
 def rasterize_to_pixels_reference(
