@@ -11,7 +11,7 @@ from odin_bench.prediction_reach import PredictionReachCommand, reach
 
 
 def test_finer_buckets_let_more_windows_leave_part_of_an_exchange_in_flight(tiny_scene: Path):
-    coarse, fine = reach(tiny_scene, world_size=2, min_buckets=(1, 16), units=24)
+    coarse, fine = reach(tiny_scene, world_size=2, buckets=(1, 16), units=24)
     assert fine["buckets"] > 8 * coarse["buckets"]
     assert 0.0 < fine["view_meets"] < 1.0
     assert fine["windows_in_flight"] > coarse["windows_in_flight"]
