@@ -5,8 +5,8 @@ runs are interleaved over seeds so machine drift hits all alike. Speed comes fro
 timer in the run's tensorboard log (median over the second half of the steps, i.e. after warm-up), Odin's wait and
 admission figures from rank 0's unit log and the step timeline from every rank's, quality from the held-out views
 scored after the last step (nerfstudio's all-images evaluation, the metrics ns-eval computes). ``no-exchange`` is
-measurement only: the same training with every rank in its own process group, so nothing crosses ranks (replicas diverge); its time is
-the compute-only floor that the exchange modes are compared against.
+measurement only: sync's training with every rank training alone (``odin_bench.train --no-exchange``), so nothing
+crosses ranks (replicas diverge); its time is the compute-only floor that the exchange modes are compared against.
 """
 
 from __future__ import annotations
@@ -31,19 +31,21 @@ from odin_ns.runtime.records import UnitRecord, read_unit_log, summarize, unit_l
 STOCK = "splatfacto"
 GSPLAT_PEER = "gsplat-distributed"
 """gsplat's own multi-GPU path (Gaussians sharded over ranks), see :mod:`odin_bench.gsplat_distributed`."""
+NO_EXCHANGE = "no-exchange"
 ODIN_VARIANTS = {
+    NO_EXCHANGE: ("--pipeline.odin.mode", "sync"),
     "quality-first-predicted": ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes", "predicted"),
-    "sync-sharded": ("--pipeline.odin.mode", "sync", "--pipeline.odin.sharded-optimizer", "True"),
     "sync-presized": ("--pipeline.odin.mode", "sync", "--pipeline.model.presized-intersections", "True"),
     "quality-first-predicted-presized": ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes",
                                          "predicted", "--pipeline.model.presized-intersections", "True"),
-    "sync-one-bucket": ("--pipeline.odin.mode", "sync", "--pipeline.odin.min-buckets", "1"),
-    "sync-launched-publication": ("--pipeline.odin.mode", "sync", "--pipeline.odin.captured-publication", "False"),
+    "sync-one-bucket": ("--pipeline.odin.mode", "sync"),
 }
-"""Odin configurations beyond the modes, by name: quality-first deciding its windows from predicted read scopes;
-sync with each rank stepping the Adam state of 1/W of the rows; either with tile intersections sized ahead (a
-forward with no host read); sync with its exchange in as few buckets as ``bucket-mb`` allows (fewer collectives per
-unit); sync launching every publication instead of replaying it from a CUDA graph."""
+"""Odin configurations beyond the modes, by name, with their ns-train options: sync with every rank training alone
+(the compute floor); quality-first deciding its windows from predicted read scopes; either with tile intersections
+sized ahead (a forward with no host read); sync with its exchange in as few buckets as ``bucket-mb`` allows (fewer
+collectives per unit). ``LAUNCHER_OPTIONS`` adds what ns-train's options cannot say."""
+LAUNCHER_OPTIONS = {NO_EXCHANGE: ("--no-exchange",), "sync-one-bucket": ("--fewest-buckets",)}
+"""Configurations trained through the lab's launcher (``odin_bench.train``), with its options."""
 ODIN_CONFIGURATIONS = (*MODES, *ODIN_VARIANTS)
 ITERATION_TIME_TAG = "Train Iter (time)"
 QUALITY_METRICS = {"psnr": min, "ssim": min, "lpips": max}
@@ -62,13 +64,12 @@ class BenchCommand:
     """Ranks per Odin configuration (GPUs; CPU ranks with gloo where CUDA is absent)."""
     steps: int = 1000
     """Training steps per configuration."""
-    modes: str = ",".join(MODES)
-    """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first,
-    no-exchange), quality-first-predicted (quality-first with predicted read scopes), sync-sharded (sync with a
-    sharded optimizer), sync-presized and quality-first-predicted-presized (tile intersections sized ahead, gsplat
-    only), sync-one-bucket (sync with the fewest collectives per unit), sync-launched-publication (sync without the
-    publication's CUDA graph) and gsplat-distributed (gsplat's sharded
-    multi-GPU training, CUDA only)."""
+    modes: str = ",".join((*MODES, NO_EXCHANGE))
+    """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first),
+    no-exchange (every rank training alone: the compute floor), quality-first-predicted (quality-first with predicted
+    read scopes), sync-presized and quality-first-predicted-presized (tile intersections sized ahead, gsplat only),
+    sync-one-bucket (sync with the fewest collectives per unit) and gsplat-distributed (gsplat's sharded multi-GPU
+    training, CUDA only)."""
     seeds: int = 1
     """Repetitions per configuration (seeds 42 + first_seed, 43 + first_seed, ...). A seed sets both the machine seed
     and the view sequence (``train_cameras_sampling_seed``, which stock's and odin's datamanagers otherwise keep at 42
@@ -143,7 +144,7 @@ class BenchCommand:
             extra += ("--pipeline.model.num-downscales", "0")
         if name in ODIN_CONFIGURATIONS:
             extra += ("--pipeline.datamanager.views-per-rank", str(views))
-        evaluated = self.quality and name not in (GSPLAT_PEER, "no-exchange")
+        evaluated = self.quality and name not in (GSPLAT_PEER, NO_EXCHANGE)
         command = training_command(name, ranks, self.data, run_root, max(2, self.steps // views), seed, extra,
                                    self.steps_per_log, evaluate=evaluated, alternating_cost=self.alternating_cost)
         started = time.time()
@@ -236,7 +237,8 @@ def training_command(
     """The ns-train command line of one configuration (gsplat-distributed: its own driver under torchrun).
     ``evaluate``: after the last step the run scores every held-out view (what ``evaluate`` reads back), in the
     training process: a separate ns-eval would start nerfstudio again and reload the checkpoint.
-    ``alternating_cost``: an Odin configuration trains on the alternating-cost workload (``odin_bench.train``)."""
+    ``alternating_cost``: an Odin configuration trains on the alternating-cost workload. Either, and the
+    configurations of ``LAUNCHER_OPTIONS``, train through the lab's launcher (``odin_bench.train``)."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
                 "--master-port", str(29500 + os.getpid() % 1000)]
     if name == GSPLAT_PEER:
@@ -252,7 +254,8 @@ def training_command(
         return [sys.executable, "-m", "odin_bench.stock_splatfacto", "splatfacto", *common,
                 "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
     odin = ODIN_VARIANTS.get(name, ("--pipeline.odin.mode", name))
-    ns_train = ["-m", "odin_bench.train", "--alternating-cost"] if alternating_cost else [installed_script("ns-train")]
+    variants = [*(["--alternating-cost"] if alternating_cost else []), *LAUNCHER_OPTIONS.get(name, ())]
+    ns_train = ["-m", "odin_bench.train", *variants] if variants else [installed_script("ns-train")]
     return [*launcher, *ns_train, "odin-splatfacto", *common, *odin]
 
 
@@ -334,7 +337,7 @@ def summarize_configurations(runs: List[Dict]) -> List[Dict]:
                "views_per_s_median": statistics.median(views),
                "views_per_s_min": min(views), "views_per_s_max": max(views), "runs": len(group)}
         sync_views = median_of("sync", ranks, "views_per_s", batch)
-        floor_views = median_of("no-exchange", ranks, "views_per_s", batch)
+        floor_views = median_of(NO_EXCHANGE, ranks, "views_per_s", batch)
         single = median_of(STOCK, 1, "views_per_s")
         one_view = median_of(name, ranks, "views_per_s") if batch > 1 else None
         if one_view:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import os
 import socket
 import statistics
@@ -35,7 +36,6 @@ from odin_ns.runtime.optimizer import ScopedAdam
 
 CONFIGURATIONS: dict[str, dict] = {
     "sync": dict(mode="sync", exchange="dense"),
-    "sync-sharded": dict(mode="sync", exchange="dense", sharded_optimizer=True),
     "quality-first": dict(mode="quality-first", exchange="dense"),
     "quality-first-predicted": dict(mode="quality-first", exchange="dense", read_scopes="predicted"),
     "sync-scoped": dict(mode="sync", exchange="scoped"),
@@ -59,8 +59,8 @@ class HostOpsCommand:
     """Share of the rows each unit sees."""
     conflict_every: int = 4
     """Every this many units, a unit reads the previous unit's rows (a RAW conflict)."""
-    min_buckets: int = 8
-    """Buckets the exchange is cut into (none too small to cut: the runtime's 4 MB floor is off here)."""
+    buckets: int = 8
+    """Buckets the exchange is cut into (``bucket_mb`` is set to a ``buckets``-th of the rows, however small)."""
 
     def main(self) -> None:
         port = _free_port()
@@ -185,7 +185,9 @@ def _count(
     predictor = None
     if settings.get("read_scopes") == "predicted":
         predictor = _ExactRowsPredictor(rows_of, context.rank, context.world_size)
-    config = RuntimeConfig(min_buckets=command.min_buckets, min_bucket_mb=0, **settings)  # however small they get
+    row_bytes = 4 * sum(math.prod(shape) for shape in GAUSSIAN_COLUMNS.values())
+    bucket_mb = -(-command.rows // command.buckets) * row_bytes / 2**20
+    config = RuntimeConfig(bucket_mb=bucket_mb, **settings)
     runtime = config.setup(params=params, optimizers=optimizers, context=context, predictor=predictor)
 
     def unit_functions(unit: int):

@@ -62,10 +62,8 @@ class OdinPipeline(VanillaPipeline):
         self.test_mode = test_mode
         self.context = dist_context or DistContext.single(device, config.odin.timeout_s)
         """Ranks and collectives (``ns-eval`` and the viewer load a pipeline without one: a single process)."""
-        self.replica_context = self.context.solo() if config.odin.mode == "no-exchange" else self.context
-        """The ranks whose Gaussians stay equal, which the runtime exchanges with: all of them, or this rank alone in
-        no-exchange, whose replicas diverge (their Gaussian counts too once they densify), so a checkpoint holds rank
-        0's model with rank 0's densification statistics and a collective assuming equal sizes cannot gather them."""
+        self.replica_context = self._replica_context()
+        """The ranks whose Gaussians stay equal, which the runtime exchanges with (``_replica_context``)."""
         self.world_size = self.context.world_size
         self.datamanager = config.datamanager.setup(
             device=device, test_mode=test_mode, world_size=self.world_size, local_rank=local_rank,
@@ -86,6 +84,14 @@ class OdinPipeline(VanillaPipeline):
         )
         self.model.to(device)
         self.runtime: Optional[OdinRuntime] = None
+
+    def _replica_context(self) -> DistContext:
+        """The ranks whose Gaussians this rank keeps equal to its own: every rank of the job. A subclass may return
+        fewer: with ``self.context.solo()`` each rank trains alone and its replica diverges from the others' (their
+        Gaussian counts too once they densify); a checkpoint then holds rank 0's model with rank 0's densification
+        statistics, gathered over this context. Called once on every rank while the pipeline is built: making a
+        context is collective."""
+        return self.context
 
     # ------------------------------------------------------------------------------------------------- training
 
@@ -145,8 +151,8 @@ class OdinPipeline(VanillaPipeline):
     def restore_densification_statistics(self, statistics: Dict[str, torch.Tensor]) -> None:
         """Give this rank its row of a checkpoint's ``densification_statistics``; from a run with another number of
         ranks sharing a replica, the first of this replica's ranks takes their reduction and the others start from
-        zero (the next refine sees the same sums). In no-exchange every rank is a replica of its own, so every rank
-        continues from the checkpoint's model and statistics as one process resuming it would."""
+        zero (the next refine sees the same sums). Where every rank is a replica of its own (``_replica_context``),
+        every rank continues from the checkpoint's model and statistics as one process resuming it would."""
         world_size = self.replica_context.world_size
         rank = self.replica_context.rank if world_size > 1 else 0  # a rank alone keeps its global rank in the context
         for key, per_rank in statistics.items():

@@ -25,14 +25,15 @@ from odin_ns.comm.context import DistContext, torchrun_context
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime
 from odin_ns.runtime.optimizer import ScopedAdam
+from odin_ns.runtime.window import SYNC_PATH_AFTER, SYNC_PATH_UNITS
 from odin_ns.sync.predicted import BucketBounds, adam_step_factor, per_bucket
 
 NUM_ROWS = 2000
 LEARNING_RATES = {"means": 0.01, "colors": 0.05, "opacities": 0.05}
 GRID = 4
 """Views are the cells of a GRID x GRID tiling of the unit square."""
-BUCKET_MB = 24 * 512 / 2**20
-"""Four buckets of 512 rows (24 bytes of gradient per row) for the toy scene."""
+ROW_BYTES = 4 * (2 + 3 + 1)
+"""Gradient bytes of a toy row: means 2, colors 3 and opacities 1 float32."""
 _context: DistContext | None = None
 """This rank's context, set by the spawn harness."""
 
@@ -232,10 +233,20 @@ def rank_context() -> DistContext:
     return _context
 
 
-def make_runtime(model: ToyModel, dense_params=(), predictor=None, **config) -> OdinRuntime:
-    config.setdefault("min_bucket_mb", 0.0)  # toy tables: buckets cut by min_buckets alone, many per exchange
-    config = RuntimeConfig(bucket_mb=BUCKET_MB, timeout_s=10.0, **config)
+def make_runtime(
+    model: ToyModel,
+    dense_params=(),
+    predictor=None,
+    buckets: int = 8,
+    sync_path_stretches: tuple[int, int] = (SYNC_PATH_AFTER, SYNC_PATH_UNITS),
+    **config,
+) -> OdinRuntime:
+    """The runtime over ``model`` on this rank's context, its exchange of ``NUM_ROWS`` rows cut into about
+    ``buckets`` buckets (a bucket size below the runtime's 4 MB floor sets the size itself: the toy's tables are
+    tiny, and the tests need several buckets per exchange)."""
+    bucket_mb = -(-NUM_ROWS // buckets) * ROW_BYTES / 2**20
+    config = RuntimeConfig(bucket_mb=bucket_mb, timeout_s=10.0, **config)
     return config.setup(
         params=model.params, optimizers=model.optimizers, context=rank_context(), dense_params=dense_params,
-        predictor=predictor,
+        predictor=predictor, sync_path_stretches=sync_path_stretches,
     )

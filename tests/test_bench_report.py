@@ -138,8 +138,12 @@ def test_views_per_rank_interleave_in_each_round_and_compare_with_one_view():
     assert command.configurations(["sync", "gsplat-distributed"]) == [
         ("splatfacto", 1, 1), ("sync", 1, 1), ("sync", 2, 1), ("sync", 1, 4), ("sync", 2, 4),
         ("gsplat-distributed", 2, 1)]
-    assert bench.training_command("sync-one-bucket", 2, Path("d"), Path("o"), 10, 0, ())[-4:] == [
-        "--pipeline.odin.mode", "sync", "--pipeline.odin.min-buckets", "1"]
+    one_bucket = bench.training_command("sync-one-bucket", 2, Path("d"), Path("o"), 10, 0, ())
+    assert "-m odin_bench.train --fewest-buckets odin-splatfacto" in " ".join(one_bucket)
+    assert one_bucket[-2:] == ["--pipeline.odin.mode", "sync"]
+    alone = bench.training_command("no-exchange", 2, Path("d"), Path("o"), 10, 0, (), alternating_cost=True)
+    assert "-m odin_bench.train --alternating-cost --no-exchange odin-splatfacto" in " ".join(alone)
+    assert alone[-2:] == ["--pipeline.odin.mode", "sync"]
     uneven = bench.training_command("sync", 2, Path("d"), Path("o"), 10, 0, (), alternating_cost=True)
     assert "-m odin_bench.train --alternating-cost odin-splatfacto" in " ".join(uneven)
     assert "-m odin_bench.train" not in " ".join(bench.training_command("splatfacto", 1, Path("d"), Path("o"), 10, 0, (),

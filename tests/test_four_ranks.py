@@ -1,6 +1,5 @@
 """Four gloo ranks: quality-first (measured and predicted read scopes, dense Adam and selective) equals sync on every
-rank, across a structural change, and so does sync with a sharded optimizer; the 2-rank scenarios are in
-test_runtime_distributed.py."""
+rank, across a structural change; the 2-rank scenarios are in test_runtime_distributed.py."""
 
 from __future__ import annotations
 
@@ -23,11 +22,9 @@ def worker(rank: int, out_dir: Path) -> None:
         for name, densify in (("train", False), ("densify", True))
         for mode in ("sync", "quality-first")
     }
-    results["sync/replicated"] = train(rank, ROWS_APART, initial_params(), mode="sync")
     for adam in ("dense", "selective"):
         for mode in ("sync", "quality-first"):
             results[f"measured/{mode}/{adam}"] = train(rank, ROWS_APART, initial_params(), mode=mode, adam=adam)
-    results["sync/sharded"] = train(rank, ROWS_APART, initial_params(), mode="sync", sharded_optimizer=True)
     torch.save(results, out_dir / f"rank{rank}.pt")
 
 
@@ -64,10 +61,3 @@ def test_four_ranks_measured_read_scopes_equal_sync_with_either_adam(results):
     for rank_results in results[1:]:
         assert_same_state(rank_results["measured/quality-first/dense"][0], results[0]["measured/quality-first/dense"][0])
 
-
-def test_four_ranks_sharded_optimizer_equals_the_replicated_one(results):
-    """Four shards, each reduced to and stepped by its owner, then broadcast: bitwise the replicated optimizer's
-    state on every rank (gloo sums the four addends in the same order for a reduce as for an all-reduce)."""
-    for rank_results in results:
-        assert_same_state(rank_results["sync/sharded"][0], rank_results["sync/replicated"][0])
-        assert {record.exchange for record in records_of(rank_results["sync/sharded"])} == {"sharded"}

@@ -18,7 +18,7 @@ def test_publication_host_work_does_not_grow_per_bucket():
     )
     result = json.loads(done.stdout.strip().splitlines()[-1])
     rows = {row["configuration"]: row for row in result["configurations"]}
-    assert rows.keys() == {"sync", "sync-sharded", "quality-first", "quality-first-predicted", "sync-scoped",
+    assert rows.keys() == {"sync", "quality-first", "quality-first-predicted", "sync-scoped",
                            "quality-first-scoped", "throughput-first-scoped"}
     sync_dense = rows["sync"]
     assert sync_dense["collectives_per_unit"] == 9 + 1  # 8 + 1 buckets of 20,000 rows, and the scope all-gather
@@ -26,7 +26,6 @@ def test_publication_host_work_does_not_grow_per_bucket():
     assert rows["quality-first"]["ops_per_unit"] > sync_dense["ops_per_unit"]  # read scope, admission
     # decided ahead: no read-scope pass, no admission read; still more than sync (runs, guard)
     assert sync_dense["ops_per_unit"] < rows["quality-first-predicted"]["ops_per_unit"] < rows["quality-first"]["ops_per_unit"]
-    assert rows["sync-sharded"]["collectives_per_unit"] == 2 + 2 + 1  # a reduce and a broadcast per shard, the gather
 
 
 def test_step_ops_counts_a_training_step_by_call_site(tiny_scene, capsys):

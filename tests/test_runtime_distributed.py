@@ -155,7 +155,7 @@ def train_predicted(
     if mode == "quality-first" and predictor is None:
         predictor = ToyReadPredictor(schedule, rank, PREDICTED_LEARNING_RATES["means"])
     extra = dict(read_scopes="predicted", predictor=predictor) if predictor is not None else {}
-    runtime = make_runtime(model, mode=mode, min_buckets=buckets, **extra, **config)
+    runtime = make_runtime(model, mode=mode, buckets=buckets, **extra, **config)
     if densify:
         run_with_structural_change(runtime, model, schedule[:20], 10, rank)
     else:
@@ -195,8 +195,8 @@ def predicted_sync_path_stretches(rank: int) -> tuple[dict, list, list[int], lis
     """Quality-first with predicted scopes over SAME_CELL (every unit reads all the previous one updated), with a
     stretch after 3 units that left nothing in flight: (state, records, units asked about, refresh per publication)."""
     predictor = RecordingPredictor(SAME_CELL, rank, PREDICTED_LEARNING_RATES["means"])
-    state, records = train_predicted(rank, "quality-first", SAME_CELL, predictor=predictor, fallback_after=3,
-                                     fallback_units=4)
+    state, records = train_predicted(rank, "quality-first", SAME_CELL, predictor=predictor,
+                                     sync_path_stretches=(3, 4))
     return state, records, predictor.asked, predictor.refreshed
 
 
@@ -207,7 +207,7 @@ def host_reads_of_predicted_windows(rank: int) -> tuple[list[str], list]:
     torch keeps them on the host."""
     model = ToyModel(cell_sorted(initial_params()), PREDICTED_LEARNING_RATES)
     predictor = ToyReadPredictor(APART, rank, PREDICTED_LEARNING_RATES["means"])
-    runtime = make_runtime(model, mode="quality-first", min_buckets=PREDICTED_BUCKETS, read_scopes="predicted",
+    runtime = make_runtime(model, mode="quality-first", buckets=PREDICTED_BUCKETS, read_scopes="predicted",
                            predictor=predictor)
     counter = HostReadCounter(set())  # the optimizers' step counters: torch keeps them on the host
 
@@ -243,7 +243,7 @@ def bucket_launch_order(rank: int) -> list[int]:
     """The order in which a dense exchange launches its buckets when a unit waits for FIRST_BUCKETS, and whether
     each bucket still arrives averaged."""
     model = ToyModel(initial_params())
-    runtime = make_runtime(model, mode="quality-first", min_buckets=PREDICTED_BUCKETS)
+    runtime = make_runtime(model, mode="quality-first", buckets=PREDICTED_BUCKETS)
     exchange = GradientExchange(runtime.config, runtime.context, Clock(runtime.context.device))
     exchange.plan(runtime.packed.params)
     table = torch.full_like(runtime.packed.params, float(rank + 1))
@@ -297,14 +297,12 @@ def scenario_worker(rank: int, out_dir: Path) -> None:
     results["disjoint/sync/auto"] = train(rank, DISJOINT, initial_params(), mode="sync", exchange="auto")
     for mode in ("sync", "quality-first"):
         results[f"conflicting/{mode}"] = train(
-            rank, ALWAYS_CONFLICTING, initial_params(), mode=mode, fallback_after=3, fallback_units=4
+            rank, ALWAYS_CONFLICTING, initial_params(), mode=mode, sync_path_stretches=(3, 4)
         )
     for mode in ("sync", "quality-first"):
         results[f"late-camera/{mode}"] = train_with_camera(rank, LATE_VISIBILITY, late_visibility_params(), mode=mode)
     for mode in ("sync", "quality-first"):
         results[f"densify/{mode}"] = (train_with_densification(rank, mode), [])
-    results["disjoint/sync/sharded"] = train(rank, DISJOINT, initial_params(), mode="sync", sharded_optimizer=True)
-    results["densify/sync-sharded"] = (train_with_densification(rank, "sync", sharded_optimizer=True), [])
     for mode in ("sync", "quality-first"):
         results[f"predicted/{mode}"] = train_predicted(rank, mode)
         results[f"predicted-densify/{mode}"] = train_predicted(rank, mode, densify=True)
@@ -457,17 +455,6 @@ def test_a_window_decided_from_predicted_scopes_reads_nothing_from_the_device(re
         assert any(window is not None and window.buckets_published_first < window.buckets_with_updates
                    for window in windows), "no window left buckets in flight: nothing was tested"
         assert not reads, "host reads in the runtime's steps:\n" + "\n".join(reads)
-
-
-def test_a_sharded_optimizer_equals_the_replicated_one(results):
-    """Each rank steps only its shard of the rows and takes the others' new rows from their owners; after a drain
-    (which brings the moments over) every rank holds bitwise what every rank holds under the replicated optimizer,
-    across a structural change too."""
-    for rank_results in results:
-        assert_same_state(rank_results["disjoint/sync/sharded"][0], rank_results["disjoint/sync/dense"][0])
-        assert_same_state(rank_results["densify/sync-sharded"][0], rank_results["densify/sync"][0])
-        assert {record.exchange for record in records_of(rank_results["disjoint/sync/sharded"])} == {"sharded"}
-    assert_same_state(results[1]["disjoint/sync/sharded"][0], results[0]["disjoint/sync/sharded"][0])
 
 
 def test_buckets_a_unit_waits_for_are_launched_first(results):

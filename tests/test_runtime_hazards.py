@@ -11,7 +11,7 @@ from odin_ns.comm.collectives import RowBuckets, all_reduce_statistics
 from odin_ns.comm.context import DistContext
 from odin_ns.comm.process_group import read_torchrun_env
 from odin_ns.kernels import bitmap_to_mask, pack_bitmap
-from odin_ns.runtime.config import RuntimeConfig
+from odin_ns.runtime.config import MIN_BUCKET_MB, MIN_BUCKETS, RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime, consecutive_runs
 from odin_ns.runtime.optimizer import ScopedAdam
 from odin_ns.runtime.packed import pack_gaussians
@@ -57,12 +57,22 @@ def test_buckets_are_not_cut_below_the_smallest_size_to_reach_the_bucket_count()
     assert len(RowBuckets.for_tensors(tensors, 28 * 2000, min_buckets=8, min_bucket_bytes=28 * 1500).ranges) == 1
     with pytest.raises(ValueError, match="min_bucket_bytes not negative"):
         RowBuckets.for_tensors(tensors, 28 * 1000, min_bucket_bytes=-1)
-    config = RuntimeConfig(bucket_mb=0.5, min_bucket_mb=0.25, min_buckets=8)
-    table = torch.zeros(100_000, 4)  # 16 bytes a row: 0.25 MB is 16,384 rows
-    assert config.buckets_for([table]).rows_per_bucket == 16_384
-    assert RuntimeConfig(bucket_mb=0.5, min_buckets=8, min_bucket_mb=0).buckets_for([table]).rows_per_bucket == 12_480
-    # the default floor (4 MB) is capped at bucket_mb: 0.5 MB buckets, 32,768 rows each
-    assert RuntimeConfig(bucket_mb=0.5, min_buckets=8).buckets_for([table]).rows_per_bucket == 32_768
+
+
+def test_the_runtime_cuts_at_least_eight_buckets_of_at_least_4_mb_or_bucket_mb():
+    """16 bytes a row: 4 MB is 262,144 rows. 128 MB of rows make 8 buckets of 16 MB; 16 MB make 4 of 4 MB (8 of 2 MB
+    would be below the floor); 0.5 MB buckets (below 4 MB: the floor is bucket_mb) hold 32,768 rows whatever the
+    table, and a table smaller than a bucket is one; with 2 MB buckets, 128 MB make 64."""
+    assert (MIN_BUCKETS, MIN_BUCKET_MB) == (8, 4.0)
+
+    def buckets(rows: int, **config) -> RowBuckets:
+        return RuntimeConfig(**config).buckets_for([torch.empty(rows, 4, device="meta")])
+
+    assert buckets(2**23).rows_per_bucket == 2**20 and len(buckets(2**23).ranges) == 8
+    assert buckets(2**20).rows_per_bucket == 262_144 and len(buckets(2**20).ranges) == 4
+    assert buckets(100_000, bucket_mb=0.5).rows_per_bucket == buckets(2**23, bucket_mb=0.5).rows_per_bucket == 32_768
+    assert len(buckets(2**23, bucket_mb=2).ranges) == 64
+    assert buckets(1000, bucket_mb=0.5).ranges == [(0, 1000)]
 
 
 def test_rows_per_range_and_restriction_follow_the_ranges():
@@ -222,14 +232,6 @@ def test_runtime_config_and_environment_errors_name_the_problem():
         RuntimeConfig(mode="sync", read_scopes="predicted")
     with pytest.raises(ValueError, match="runs quality-first with the dense exchange, got quality-first with scoped"):
         RuntimeConfig(exchange="scoped", read_scopes="predicted")
-    with pytest.raises(ValueError, match="sharded_optimizer runs sync with the dense exchange, got quality-first"):
-        RuntimeConfig(sharded_optimizer=True)
-    with pytest.raises(ValueError, match="sharded_optimizer runs sync with the dense exchange, got sync with scoped"):
-        RuntimeConfig(mode="sync", exchange="scoped", sharded_optimizer=True)
-    with pytest.raises(ValueError, match="min_buckets"):
-        RuntimeConfig(min_buckets=0)
-    with pytest.raises(ValueError, match="min_bucket_mb must not be negative, got -1"):
-        RuntimeConfig(min_bucket_mb=-1)
     with pytest.raises(ValueError, match="tau must be within"):
         RuntimeConfig(delay=DelayLimits(tau=1.5))
     with pytest.raises(ValueError, match="missing torchrun environment variable"):

@@ -34,9 +34,10 @@ LINK = Link("test", bandwidth=1e9, latency=1e-5)
 GAUSSIANS = 2048
 """The toy runtime cuts 2048 rows into 8 buckets of 256 (at least 8 buckets, 32-row words): 256 x 236 B = 60,416 B
 each (59 float32 per row at SH degree 3); a rank's scope bitmaps are 2 x 64 words = 512 B."""
-TOY_RUNTIME = RuntimeConfig(min_bucket_mb=0)
-"""The runtime cutting the toy's small exchange into min_buckets buckets (the default floor would make it one)."""
-TOY_ARGS = ["--runtime.min-bucket-mb", "0"]
+TOY_BUCKET_MB = 60_416 / 2**20
+TOY_RUNTIME = RuntimeConfig(bucket_mb=TOY_BUCKET_MB)
+"""The runtime cutting the toy's small exchange into 8 buckets of 256 rows (the default would make it one)."""
+TOY_ARGS = ["--runtime.bucket-mb", str(TOY_BUCKET_MB)]
 """The same runtime for odin-bench simulate."""
 TOY_WIRE = Wire(GAUSSIANS, runtime=TOY_RUNTIME)
 COMPUTE, PUBLISH = 0.010, 0.001
@@ -450,20 +451,17 @@ def test_what_peers_add_to_a_host_bound_step_is_nothing_on_one_rank(tmp_path):
     assert calibration.host_s("sync", 2, 10) == pytest.approx(3.625e-3 - 0.5e-3, rel=1e-12)
 
 
-def test_collectives_per_unit_follow_the_runtimes_bucket_and_shard_plans():
+def test_collectives_per_unit_follow_the_runtimes_bucket_plan():
     cup77, large = 9262, 1_290_820  # 2.19 MB and 305 MB of gradient rows
     default = RuntimeConfig()
     rows = torch.empty((cup77, Wire(cup77).gradient_row_bytes // 4), device="meta")
     assert Wire(cup77).collectives(2) == 1 + len(default.buckets_for([rows]).ranges)
-    assert Wire(cup77, runtime=RuntimeConfig(min_bucket_mb=0)).collectives(2) == 10  # the eighth session's sync
-    assert Wire(cup77, runtime=RuntimeConfig(min_buckets=1)).collectives(2) == 2  # its sync-one-bucket
-    assert Wire(cup77, runtime=RuntimeConfig(min_bucket_mb=4)).collectives(64) == 2  # 2.19 MB: one bucket
-    for runtime in (RuntimeConfig(min_bucket_mb=0), RuntimeConfig(min_bucket_mb=4)):
-        assert Wire(large, runtime=runtime).collectives(8) == 13  # 12 buckets of at most 25 MB, whatever the floor
+    assert Wire(cup77).collectives(2) == Wire(cup77).collectives(64) == 2  # 2.19 MB: one bucket
+    eighth = 1158 * Wire(cup77).gradient_row_bytes / 2**20  # an eighth of the rows
+    assert Wire(cup77, runtime=RuntimeConfig(bucket_mb=eighth)).collectives(2) == 10  # 8 buckets of 1,152 rows, and 2
+    assert Wire(large).collectives(8) == 13  # 12 buckets of at most 25 MB
+    assert Wire(large, runtime=RuntimeConfig(bucket_mb=100)).collectives(8) == 10  # 8 of 36 MB, 64 rows left over
     assert Wire(cup77).collectives(1) == Wire(large).collectives(2, "local") == 0  # one rank; no-exchange
-    # the sharded optimizer: a reduce and a broadcast per non-empty shard of whole 32-row words (58 at W = 64)
-    assert Wire(cup77).collectives(2, "sharded") == 1 + 2 * 2
-    assert Wire(cup77).collectives(64, "sharded") == 1 + 2 * 58
     with pytest.raises(ScalingInputError, match="'scoped' exchange are not modelled"):
         Wire(cup77).collectives(2, "scoped")
 

@@ -21,10 +21,11 @@ QUIET_TRAINING = [
     "--steps-per-eval-all-images", "100000",
     "--steps-per-eval-batch", "0",
     "--pipeline.model.num-downscales", "0",
-    "--pipeline.odin.min-bucket-mb", "0",
+    "--pipeline.odin.bucket-mb", "0.05",
 ]
 """Train without viewer, periodic evaluation or resolution warm-up: tests look at the final model. The tiny scenes'
-exchange (well under 4 MB) is cut into ``min-buckets`` buckets all the same, so quality-first has windows to overlap."""
+exchange (1,856 rows of 236 bytes to start, 0.42 MB) is cut into buckets of 192 rows (0.05 MB), ten of them at the
+start and more once they densify, so quality-first has windows to overlap."""
 
 DEMO_STEPS = 300
 """Single-process steps of the tiny demo scene's run that several tests share (``demo_run`` in conftest.py)."""
@@ -58,10 +59,9 @@ DENSIFYING_RUN_OPTIONS = (*DENSIFY_EARLY, *EVALUATE_DURING_TRAINING, *CAMERA_OPT
 DENSIFYING_MODES = {
     "sync": ("--pipeline.odin.mode", "sync"),
     "quality-first": ("--pipeline.odin.mode", "quality-first"),
-    "sync-sharded": ("--pipeline.odin.mode", "sync", "--pipeline.odin.sharded-optimizer", "True"),
 }
 """The 2-rank runs ``densifying_runs`` (conftest.py) trains on demand, each with ``DENSIFYING_RUN_OPTIONS``: the
-multi-rank equality test compares all three, the resume test resumes quality-first's from its step-16 checkpoint."""
+multi-rank equality test compares both, the resume test resumes quality-first's from its step-16 checkpoint."""
 
 TWO_NODE_STEPS = 20
 """Steps of the two-node quality-first run (``two_node_run`` in conftest.py)."""
@@ -85,10 +85,13 @@ def run(command: Sequence[str], timeout: float = 600, env: Dict[str, str] | None
     return result
 
 
-def train(data: Path, output_dir: Path, steps: int, *extra: str, launcher: Sequence[str] = ()) -> Path:
-    """Train odin-splatfacto for ``steps`` steps; returns the run directory (holding config.yml)."""
-    ns_train = str(BIN / "ns-train")
-    run([*launcher, ns_train, "odin-splatfacto", "--data", str(data), "--output-dir", str(output_dir),
+def train(
+    data: Path, output_dir: Path, steps: int, *extra: str, launcher: Sequence[str] = (),
+    trainer: Sequence[str] = (str(BIN / "ns-train"),),
+) -> Path:
+    """Train odin-splatfacto for ``steps`` steps with ``trainer`` (ns-train, or the lab's launcher: ``-m
+    odin_bench.train ...`` under torchrun); returns the run directory (holding config.yml)."""
+    run([*launcher, *trainer, "odin-splatfacto", "--data", str(data), "--output-dir", str(output_dir),
          "--max-num-iterations", str(steps), *QUIET_TRAINING, *extra])
     (config,) = output_dir.glob("*/odin-splatfacto/*/config.yml")
     return config.parent

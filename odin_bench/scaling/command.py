@@ -79,7 +79,7 @@ class SimulateCommand:
     """Draw views/s against the world size, one panel per link, into this PNG."""
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     """The runtime configuration predicted: its bucket plan sets the collectives of an exchange. Runs made with
-    other bucket settings are validated with theirs (e.g. --runtime.min-bucket-mb 0 before that floor existed)."""
+    another bucket size are validated with theirs (--runtime.bucket-mb)."""
     validate: bool = False
     """Predict each run at its world size and mode from the others (--validate-fit) and print predicted against
     measured step time."""

@@ -44,7 +44,6 @@ import torch
 from odin_ns.comm.collectives import RowBuckets
 from odin_ns.kernels import BITS_PER_WORD
 from odin_ns.runtime.config import RuntimeConfig
-from odin_ns.runtime.exchange import shard_ranges
 from odin_ns.runtime.window import SyncPathStretches, WindowDecision
 from odin_bench.scaling.links import Link, all_gather, all_reduce, all_to_all
 from odin_bench.scaling.measured import Calibration, MeasuredRun, ScalingInputError
@@ -95,18 +94,15 @@ class Wire:
     def collectives(self, world_size: int, exchange: str = "dense") -> int:
         """Collectives one rank launches per unit at ``world_size`` ranks (each a launch its host pays for), as
         ``GradientExchange`` plans them, for a unit whose record says ``exchange``: none on one rank or alone
-        (``local``, as no-exchange runs); ``dense``: the scope all-gather and one all-reduce per bucket;
-        ``sharded`` (the sharded optimizer): the gather, a reduce to each shard's owner and a broadcast from it. A
-        scoped exchange launches one all-reduce per bucket holding update rows, which the logs do not count. Not
+        (``local``, as no-exchange runs); ``dense``: the scope all-gather and one all-reduce per bucket. A scoped
+        exchange launches one all-reduce per bucket holding update rows, which the logs do not count. Not
         counted: the all-reduce of dense parameters' gradients, which has none with splatfacto's camera optimizer
         off (its default)."""
         if world_size == 1 or exchange == "local":
             return 0
         if exchange == "dense":
             return 1 + len(self.buckets.ranges)
-        if exchange == "sharded":
-            return 1 + 2 * sum(hi > lo for lo, hi in shard_ranges(self.gaussians, world_size))
-        raise ScalingInputError(f"the collectives of a {exchange!r} exchange are not modelled (dense or sharded)")
+        raise ScalingInputError(f"the collectives of a {exchange!r} exchange are not modelled (dense only)")
 
     def scope_piece(self, mode: str) -> int:
         """One rank's part of the scope all-gather: its update and read bitmaps (int32 words), and for
@@ -216,7 +212,7 @@ def draw_world(
         elif mode in OVERLAPPED:
             decisions[mode] = [None] * steps if world_size == 1 else window_decisions(
                 fitted, policies[mode], wire.buckets, world_size, calibration.views_per_rank, steps,
-                SyncPathStretches(config.fallback_after, config.fallback_units), rng,
+                SyncPathStretches(), rng,
             )
     return WorldDraw(world_size, compute, rng.random(compute.shape) < rerun_rate, decisions, dealing)
 

@@ -207,20 +207,6 @@ class DistContext:
         return self._in_place(buffer, what, clock, stream,
                               lambda b: dist.all_reduce(b, op=dist.ReduceOp.SUM, group=self.group, async_op=True))
 
-    def reduce_sum_async(
-        self, buffer: torch.Tensor, owner: int, what: str, clock: Clock, stream: torch.cuda.Stream | None
-    ) -> Collective | LocalResult:
-        """``buffer`` summed over ranks into rank ``owner``'s, in place, in flight (the others' stay as they are)."""
-        return self._in_place(buffer, what, clock, stream, lambda b: dist.reduce(
-            b, op=dist.ReduceOp.SUM, group=self.group, async_op=True, group_dst=owner))
-
-    def broadcast_async(
-        self, buffer: torch.Tensor, owner: int, what: str, clock: Clock, stream: torch.cuda.Stream | None
-    ) -> Collective | LocalResult:
-        """``buffer`` overwritten with rank ``owner``'s on every rank, in flight."""
-        return self._in_place(buffer, what, clock, stream,
-                              lambda b: dist.broadcast(b, group=self.group, async_op=True, group_src=owner))
-
     def _in_place(
         self, buffer: torch.Tensor, what: str, clock: Clock, stream: torch.cuda.Stream | None, launch
     ) -> Collective | LocalResult:

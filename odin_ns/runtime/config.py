@@ -16,7 +16,16 @@ import torch
 from odin_ns.comm.collectives import RowBuckets
 from odin_ns.sync.gate import DelayLimits
 
-Mode = Literal["sync", "quality-first", "throughput-first", "no-exchange"]
+MIN_BUCKETS = 8
+"""An exchange is cut into at least this many buckets where the rows allow: a unit that conflicts with the exchange
+in flight waits for, and publishes, only the buckets holding rows it reads, not the whole exchange. Every mode cuts
+the same buckets, so all reduce in the same order and quality-first equals sync for any world size."""
+MIN_BUCKET_MB = 4.0
+"""No bucket is cut smaller than this (or than ``bucket_mb``, if smaller) to reach ``MIN_BUCKETS``: a collective
+costs its launch and latency whatever its size, and a host-bound step pays for every launch, while waiting for part
+of an exchange saves only that part's transfer time, for a few MB over NVLink microseconds (docs/results.md)."""
+
+Mode = Literal["sync", "quality-first", "throughput-first"]
 MODES: tuple[str, ...] = get_args(Mode)
 OVERLAPPED_MODES = ("quality-first", "throughput-first")
 """Modes whose unit t+1 computes while unit t's exchange is in flight."""
@@ -38,8 +47,7 @@ class RuntimeConfig:
     _target: Type = field(default_factory=_runtime_class)
     mode: Mode = "quality-first"
     """sync: all-reduce then step every unit; quality-first: overlap a unit's exchange with the next unit when their
-    Gaussian scopes do not conflict (same parameters as sync); throughput-first: also admit bounded delayed reads;
-    no-exchange: measurement only (the benchmarks' compute floor), every rank trains alone and replicas diverge."""
+    Gaussian scopes do not conflict (same parameters as sync); throughput-first: also admit bounded delayed reads."""
     delay: DelayLimits = field(default_factory=DelayLimits)
     """throughput-first: what a delayed read may skip."""
     exchange: Exchange = "dense"
@@ -50,39 +58,17 @@ class RuntimeConfig:
     scoped_below: float = 0.25
     """exchange auto: the largest |update scope| / N for which the scoped exchange is used."""
     bucket_mb: float = 25.0
-    """Largest all-reduced bucket of packed gradient rows."""
-    min_buckets: int = 8
-    """Cut the exchange into at least this many row ranges where the rows allow: the granularity at which a
-    conflicting unit waits for, and publishes, part of the previous unit's exchange. Every mode cuts the same
-    buckets, so all reduce in the same order and quality-first equals sync for any world size."""
-    min_bucket_mb: float = 4.0
-    """Never cut a bucket smaller than this (or than ``bucket_mb``, if smaller) to reach ``min_buckets`` (0:
-    ``min_buckets`` alone decides). Each bucket is one collective, whose launch and latency cost the same whatever
-    its size, while waiting for part of an exchange saves only that part's transfer time: for a few MB over NVLink,
-    microseconds. A step that is bound by its host pays for every launch (docs/results.md, "What a peer adds to a
-    host-bound step, and fewer collectives per unit")."""
+    """Largest all-reduced bucket of packed gradient rows, one collective each. The exchange is also cut into at
+    least ``MIN_BUCKETS`` buckets where that leaves none below min(``MIN_BUCKET_MB``, ``bucket_mb``), so a value
+    below 4 MB sets the bucket size itself: more, smaller buckets let a conflicting unit wait for less of an
+    exchange, at a launch each."""
     adam: AdamRows = "dense"
     """dense: Adam steps every Gaussian at every step, as stock splatfacto's, in every mode and on any number of
     ranks (the rows no view of a unit saw take their zero-gradient step without waiting for the exchange);
     selective: only the Gaussians some view of the step saw, which skips that work but freezes the moments of rows
     a step did not see: faster, lower quality where Gaussians are seen rarely (docs/results.md)."""
-    sharded_optimizer: bool = False
-    """sync only: each rank owns the Adam state of 1/W of the rows. A unit's gradient rows are reduced to their owner,
-    which steps them and broadcasts the new rows (the rows' moments are brought to every rank at barriers: before
-    checkpoints, structural changes and the end). False: every rank steps every row after an all-reduce."""
-    captured_publication: bool = True
-    """CUDA: replay each publication's fused Adam launch from a CUDA graph once the same tables and row range come
-    back (from a run's second step, and again after each densification), which saves the host the launch's
-    argument checks and Triton's launcher; the step is bitwise the launched one. False: launch it every time. No
-    effect on the CPU."""
     timeout_s: float = 600.0
     """A rank waiting longer than this on a collective (a peer died or hung) exits with an error naming it."""
-    fallback_after: int = 16
-    """Overlapped modes: after this many windows in a row that left nothing in flight (as on captures where every
-    view sees almost everything), run ``fallback_units`` units on sync's path (measured read scopes: no read-scope
-    pass, hazard read or validation; predicted: no bounds refresh or prediction; host work that cannot pay), then
-    probe again; 0: never. The parameters are sync's either way."""
-    fallback_units: int = 64
     read_scopes: ReadScopes = "measured"
     """quality-first: how the next unit's read scope is known. measured: projected, all-gathered with the update
     scope and counted on the host per window; predicted: from per-bucket geometric bounds and the plan, on every rank
@@ -103,21 +89,11 @@ class RuntimeConfig:
             raise ValueError(f"bucket_mb must be positive, got {self.bucket_mb}")
         if self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s}")
-        if self.min_buckets < 1:
-            raise ValueError(f"min_buckets must be at least 1, got {self.min_buckets}")
-        if self.min_bucket_mb < 0:
-            raise ValueError(f"min_bucket_mb must not be negative, got {self.min_bucket_mb}")
         if self.read_scopes not in get_args(ReadScopes):
             raise ValueError(f"read_scopes must be one of {get_args(ReadScopes)}, got {self.read_scopes!r}")
         if self.read_scopes == "predicted" and (self.mode != "quality-first" or self.exchange != "dense"):
             raise ValueError(
                 f"read_scopes 'predicted' runs quality-first with the dense exchange, got {self.mode} with {self.exchange}"
-            )
-        if self.sharded_optimizer and (self.mode != "sync" or self.exchange != "dense"):
-            raise ValueError(f"sharded_optimizer runs sync with the dense exchange, got {self.mode} with {self.exchange}")
-        if self.fallback_after < 0 or self.fallback_units < 1:
-            raise ValueError(
-                f"fallback_after must be >= 0 and fallback_units >= 1, got {self.fallback_after}, {self.fallback_units}"
             )
 
     @property
@@ -130,8 +106,8 @@ class RuntimeConfig:
 
     def buckets_for(self, tensors: Sequence[torch.Tensor]) -> RowBuckets:
         """The row buckets every mode cuts the exchange of ``tensors`` (row-aligned) into."""
-        floor = int(min(self.min_bucket_mb, self.bucket_mb) * 2**20)
-        return RowBuckets.for_tensors(tensors, self.bucket_bytes, self.min_buckets, floor)
+        floor = int(min(MIN_BUCKET_MB, self.bucket_mb) * 2**20)
+        return RowBuckets.for_tensors(tensors, self.bucket_bytes, MIN_BUCKETS, floor)
 
     def setup(self, **kwargs: Any) -> Any:
         """Build the runtime (nerfstudio's ``InstantiateConfig.setup``)."""

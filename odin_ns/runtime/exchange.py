@@ -19,7 +19,7 @@ import torch
 
 from odin_ns.comm.collectives import Clock, Collective, LocalResult, RowBuckets
 from odin_ns.comm.context import DistContext
-from odin_ns.kernels import BITS_PER_WORD, bitmap_count, bitmap_indices, gather_rows_packed, scatter_rows_packed
+from odin_ns.kernels import bitmap_count, bitmap_indices, gather_rows_packed, scatter_rows_packed
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.records import UnitTrace
 from odin_ns.sync.hazards import WindowHazards, raw_exposure
@@ -101,42 +101,13 @@ class GradientExchange:
         self.clock = clock
         self.stream = torch.cuda.Stream(context.device) if context.device.type == "cuda" else None
         self.buckets = RowBuckets.single(0)
-        self.shards: list[tuple[int, int]] = [(0, 0)] * context.world_size
 
     def plan(self, table: torch.Tensor) -> None:
-        """Cut the rows of the packed ``table`` into buckets (one range when there is nothing to pipeline) and, for
-        a sharded optimizer, into one contiguous shard per rank."""
-        num_rows = table.shape[0]
+        """Cut the rows of the packed ``table`` into buckets (one range when there is nothing to pipeline)."""
         if self.context.world_size == 1:
-            self.buckets = RowBuckets.single(num_rows)
+            self.buckets = RowBuckets.single(table.shape[0])
         else:
             self.buckets = self.config.buckets_for([table])
-        self.shards = shard_ranges(num_rows, self.context.world_size)
-
-    def launch_sharded(self, staged: StagedUnit) -> InFlightExchange:
-        """Gather the scopes of ``staged`` and reduce each shard's gradient rows to its owner (``arrive`` with this
-        rank's index then waits for its own shard, averaged)."""
-        in_flight = self._gather_scopes(staged, read_scope=None, maxima=None)
-        staged.trace.record.exchange = "sharded" if self.context.world_size > 1 else "local"
-        in_flight.packed = staged.gradient_table
-        in_flight.packed_offsets = [lo for lo, _ in self.shards] + [self.shards[-1][1]]
-        for owner, (lo, hi) in enumerate(self.shards):
-            if hi > lo:
-                collective = self.context.reduce_sum_async(
-                    staged.gradient_table[lo:hi], owner, f"gradient shard of rank {owner} (rows {lo}-{hi}) of unit "
-                    f"{staged.unit_id}", self.clock, self.stream,
-                )
-                staged.trace.record.bytes_exchanged += collective.payload_bytes
-                in_flight.buckets[owner] = collective
-        return in_flight
-
-    def broadcast_shards(self, table: torch.Tensor, what: str) -> list[Collective | LocalResult]:
-        """Every rank's shard of ``table`` (parameters, moments) from its owner to every rank, in place, in flight."""
-        return [
-            self.context.broadcast_async(table[lo:hi], owner, f"{what} rows {lo}-{hi} from rank {owner}", self.clock,
-                                         self.stream)
-            for owner, (lo, hi) in enumerate(self.shards) if hi > lo
-        ]
 
     @property
     def needs_host_counts(self) -> bool:
@@ -265,12 +236,6 @@ class GradientExchange:
             )
             staged.trace.record.bytes_exchanged += collective.payload_bytes
             in_flight.buckets[bucket] = collective
-
-
-def shard_ranges(num_rows: int, world_size: int) -> list[tuple[int, int]]:
-    """Rank r's rows [lo, hi) under a sharded optimizer: whole bitmap words, the last shards possibly empty."""
-    per_shard = -(-num_rows // (world_size * BITS_PER_WORD)) * BITS_PER_WORD
-    return [(min(rank * per_shard, num_rows), min((rank + 1) * per_shard, num_rows)) for rank in range(world_size)]
 
 
 def check_version(staged: StagedUnit, structure_version: int, in_flight: InFlightExchange | None = None) -> None:

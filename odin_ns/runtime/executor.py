@@ -4,8 +4,7 @@ Every rank holds a full replica of the Gaussians. A unit renders this rank's vie
 shadow views, and stages its gradients; its exchange (``exchange``) and its publication (``publication``) bring
 every replica to the same state.
 
-* ``sync`` (and ``no-exchange``, over this rank alone): each unit is exchanged and published before ``run_unit``
-  returns.
+* ``sync``: each unit is exchanged and published before ``run_unit`` returns.
 * ``quality-first``: unit t's exchange is launched when unit t+1 starts, together with unit t+1's read scope; unit
   t+1 computes while it is in flight, after the buckets holding rows it reads were published (no stale reads). After
   its backward the rest of unit t is published and unit t+1 is validated (re-run if unit t's update changed what it
@@ -41,7 +40,14 @@ from odin_ns.runtime.publication import Publication
 from odin_ns.runtime.records import Clock, RuntimeStats, UnitRecord, UnitTrace, WindowRecord, latest
 from odin_ns.runtime.replicas import optimizer_tensors, verify_replicas
 from odin_ns.runtime.shadow import shadow_views, staged_gradients
-from odin_ns.runtime.window import SyncPathStretches, decide, saw_stale_rows, with_delay_bounds
+from odin_ns.runtime.window import (
+    SYNC_PATH_AFTER,
+    SYNC_PATH_UNITS,
+    SyncPathStretches,
+    decide,
+    saw_stale_rows,
+    with_delay_bounds,
+)
 from odin_ns.sync.gate import ReaderSensitivity, ThroughputFirstPolicy, local_maxima
 from odin_ns.kernels import bitmap_to_mask
 from odin_ns.sync.hazards import AdmissionPolicy, QualityFirstPolicy, check_private_staging
@@ -70,6 +76,10 @@ class OdinRuntime:
     ``params`` and each optimizer's tensors by views of it, and publishes into it; ``dense_params`` are small tensors every unit updates whole (camera optimizer,
     bilateral grid): the runtime clears their gradients before every compute and averages them over ranks after the
     unit, and the caller steps them. After a structural change (``drain`` first) call ``rebind``.
+
+    ``context`` holds the ranks whose replicas this runtime keeps equal: it exchanges with every rank of it.
+    ``sync_path_stretches`` is (windows, units): after that many windows in a row that left nothing in flight, an
+    overlapped mode runs that many units on sync's path (``SyncPathStretches``).
     """
 
     def __init__(
@@ -81,13 +91,14 @@ class OdinRuntime:
         dense_params: Sequence[torch.Tensor] = (),
         policy: AdmissionPolicy | None = None,
         predictor: ReadPredictor | None = None,
+        sync_path_stretches: tuple[int, int] = (SYNC_PATH_AFTER, SYNC_PATH_UNITS),
     ):
         if (config.read_scopes == "predicted") != (predictor is not None):
             raise ValueError(f"read_scopes {config.read_scopes!r} needs a ReadPredictor exactly when 'predicted'")
         self.config = config
         self._predictor = predictor
-        self.context = context.solo() if config.mode == "no-exchange" else context
-        """The ranks this one exchanges with: all of them, or itself alone (no-exchange)."""
+        self.context = context
+        """The ranks this one exchanges with."""
         self.policy = policy or (
             ThroughputFirstPolicy(config.delay) if config.mode == "throughput-first" else QualityFirstPolicy()
         )
@@ -96,8 +107,8 @@ class OdinRuntime:
         self.dense_params = list(dense_params)
         self._clock = Clock(self.context.device)
         self._exchange = GradientExchange(config, self.context, self._clock)
-        self._publication = Publication(selective=config.adam == "selective", captured=config.captured_publication)
-        self._stretches = SyncPathStretches(config.fallback_after, config.fallback_units)
+        self._publication = Publication(selective=config.adam == "selective")
+        self._stretches = SyncPathStretches(*sync_path_stretches)
         self._pending: StagedUnit | None = None
         self._returned_at: float | None = None
         """When the last ``run_unit`` returned (host clock), for the next record's ``host_between_s``."""
@@ -175,10 +186,7 @@ class OdinRuntime:
             trace.record.sync_path = self.config.overlapped
             loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
             staged = self._stage(unit_id, staging, visible, trace)
-            if self.config.sharded_optimizer:
-                self._publish_sharded(staged)
-            else:
-                self._publish_all(self._exchange.launch(staged, read_scope=None))
+            self._publish_all(self._exchange.launch(staged, read_scope=None))
             self._average_dense_gradients(unit_id)
             return loss
         if self._predictor is not None:
@@ -204,10 +212,6 @@ class OdinRuntime:
         """Exchange and publish every staged unit, then meet all ranks at a barrier (before structural changes,
         evaluation, checkpoints and the end of training); NonFiniteGradientError if a unit's gradients held NaN/Inf."""
         self._publish_pending()
-        if self.config.sharded_optimizer:
-            for table in (self.packed.exp_avg, self.packed.exp_avg_sq):
-                for collective in self._exchange.broadcast_shards(table, "Adam moments"):
-                    collective.wait()
         self.context.barrier("drain barrier")
         self.check_finite()
 
@@ -362,30 +366,6 @@ class OdinRuntime:
             staged, self._pending = self._pending, None
             check_version(staged, self.structure_version)
             self._publish_all(self._exchange.launch(staged, read_scope=None))
-
-    def _publish_sharded(self, staged: StagedUnit) -> None:
-        """Sync with a sharded optimizer: wait for this rank's shard of the averaged gradients, step its rows (every
-        rank advances the step count), then take every shard's new rows from its owner. The other shards' moments on
-        this rank go stale until ``drain`` brings them over."""
-        in_flight = self._exchange.launch_sharded(staged)
-        self._exchange.read_scopes(in_flight)
-        own = self.context.rank
-        lo, hi = self._exchange.shards[own]
-        if own in in_flight.buckets:
-            self._exchange.arrive(in_flight, [own])
-        for collective in in_flight.buckets.values():  # the shards this rank sent: their buffers are freed after
-            self._exchange.wait(collective, staged.trace)
-        start = self._clock.now()
-        rows = in_flight.update_scope if self._publication.selective else None
-        self._publication.publish(staged.gradient_table, rows, (lo, hi), staged.learning_rates, True)
-        staged.trace.add_span("publish_s", start, self._clock.now())
-        new_rows = self._exchange.broadcast_shards(self.packed.params, f"parameters of unit {staged.unit_id}")
-        for collective in new_rows:
-            self._exchange.wait(collective, staged.trace)
-            staged.trace.record.bytes_exchanged += collective.payload_bytes
-        staged.trace.add_span("comm_s", in_flight.scopes.started, latest([c.finished for c in (*in_flight.collectives(),
-                                                                                             *new_rows)]))
-        self.stats.file(staged.trace)
 
     def _publish_run(self, in_flight: InFlightExchange, run: list[int]) -> None:
         """Publish the consecutive buckets ``run`` once they arrived: one optimizer step over their rows (the unit's

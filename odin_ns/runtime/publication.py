@@ -7,11 +7,12 @@ many row ranges as its window needs; the first of its steps advances the step co
 Dense Adam also steps the rows outside the update scope, whose averaged gradient is exactly zero on every rank: their
 step (the moments decay, the parameter moves along its momentum) reads nothing the exchange brings, so ``drift``
 publishes it as soon as the update scope is known, and the rows of the scope follow when their buckets arrive. Each
-element goes through the same operations either way, so the split publication is bitwise the dense one. The Gaussians are packed
-(``odin_ns.runtime.packed``): a publication is one fused Adam launch over the parameter table, each column group at
-the learning rate and eps of the optimizer group holding it, replayed from a CUDA graph once its operands repeat
-(``captured``). The optimizers keep the state (moments as views of
-the packed tables, the step count) and the hyperparameters; publication reads them and steps the tables.
+element goes through the same operations either way, so the split publication is bitwise the dense one. The
+Gaussians are packed (``odin_ns.runtime.packed``): a publication is one fused Adam launch over the parameter table,
+each column group at the learning rate and eps of the optimizer group holding it, replayed from a CUDA graph once
+its operands repeat (``PackedAdam``), which saves the host the launch's argument checks and Triton's launcher; the
+step is bitwise the launched one. The optimizers keep the state (moments as views of the packed tables, the step
+count) and the hyperparameters; publication reads them and steps the tables.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ class _GroupOf:
 class Publication:
     """Steps the packed table of the bound row-aligned parameters."""
 
-    def __init__(self, selective: bool, captured: bool = True):
+    def __init__(self, selective: bool):
         self.selective = selective
         """Step only the update scope's rows; False: every row (stock Adam)."""
-        self.adam = PackedAdam(capture=captured)
-        """The fused launches, from CUDA graphs where ``captured``."""
+        self.adam = PackedAdam(capture=True)
+        """The fused launches, replayed from CUDA graphs where their operands repeat."""
         self.params: dict[str, torch.Tensor] = {}
         self.optimizer_of: dict[str, RowOptimizer] = {}
         self.optimizers: list[RowOptimizer] = []

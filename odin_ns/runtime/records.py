@@ -100,8 +100,7 @@ class UnitRecord:
     mode: str
     structure_version: int
     exchange: str = ""
-    """How its gradients travelled: dense, scoped, sharded (to the rows' owners, then the new rows back), or local
-    (one rank)."""
+    """How its gradients travelled: dense, scoped, or local (one rank)."""
     reruns: int = 0
     bytes_exchanged: int = 0
     update_rows: int = 0

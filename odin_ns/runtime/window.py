@@ -104,13 +104,23 @@ def saw_stale_rows(
     return bool(stale_reads(in_flight.update_scope, late_ranges, seen).item())
 
 
+SYNC_PATH_AFTER = 16
+"""Windows in a row that left nothing in flight (as on captures where every view sees almost everything) after which
+an overlapped mode runs a stretch on sync's path: enough that a short run of conflicting units does not end overlap
+the next units could have."""
+SYNC_PATH_UNITS = 64
+"""Units of such a stretch before windows are probed again: a probe costs the window's host work, so probing is
+rare where it keeps finding nothing to overlap."""
+
+
 class SyncPathStretches:
     """After ``after`` windows in a row that left nothing in flight, run ``units`` units on sync's path (no
     read-scope pass, hazard read or validation, and with predicted read scopes no bounds refresh or prediction: host
-    work that cannot pay), then probe again. Every rank counts the same windows (decided from gathered scopes, or
-    from the plan and bounds adopted alike), so every rank switches at the same unit."""
+    work that cannot pay), then probe again. The parameters are sync's either way. Every rank counts the same windows
+    (decided from gathered scopes, or from the plan and bounds adopted alike), so every rank switches at the same
+    unit."""
 
-    def __init__(self, after: int, units: int):
+    def __init__(self, after: int = SYNC_PATH_AFTER, units: int = SYNC_PATH_UNITS):
         self.after, self.units = after, units
         self._idle_windows = 0
         self._remaining = 0
@@ -118,7 +128,7 @@ class SyncPathStretches:
     def count(self, overlapped: bool) -> None:
         """One more window: ``overlapped`` if it left some bucket of the previous unit in flight."""
         self._idle_windows = 0 if overlapped else self._idle_windows + 1
-        if self.after and self._idle_windows >= self.after:
+        if self._idle_windows >= self.after:
             self._idle_windows, self._remaining = 0, self.units
 
     @property
