@@ -150,35 +150,32 @@ def _project_in_depth_range(
     calc_compensations: bool,
     camera_model: str,
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Optional[Tensor]]:
-    """gsplat's torch projection, camera by camera, of the Gaussians between the near and the far plane only; the
-    others get radius 0 (gsplat culls them too) and zeros elsewhere.
+    """gsplat's torch projection, camera by camera, with every Gaussian outside the near and far planes projected from
+    a stand-in point on the camera's axis, and culled (radius 0) as gsplat culls it.
 
     Projecting a Gaussian on the camera plane divides by its depth of 0: its outputs are infinite, and although
     culling gives them no gradient, the backward multiplies that zero by the infinite partials and the Gaussian's
-    gradient is NaN. gsplat's CUDA kernels never project what they cull."""
-    n_cameras, n = viewmats.shape[0], means.shape[0]
-    depth_all = torch.einsum("cj,nj->cn", viewmats[:, 2, :3], means) + viewmats[:, 2, 3:4]
-    radii = torch.zeros(n_cameras, n, dtype=torch.int32, device=means.device)
-    means2d = means.new_zeros(n_cameras, n, 2)
-    conics = means.new_zeros(n_cameras, n, 3)
-    compensations = means.new_zeros(n_cameras, n) if calc_compensations else None
-    depths = depth_all.detach().clone()
-    parts = []
-    for camera in range(n_cameras):
-        rows = torch.nonzero((depth_all[camera] > near_plane) & (depth_all[camera] < far_plane)).squeeze(1)
-        parts.append((camera, rows, _fully_fused_projection(
-            means[rows], covars[rows], viewmats[camera : camera + 1], Ks[camera : camera + 1], width, height,
+    gradient is NaN (gsplat's CUDA kernels never project what they cull). The stand-in keeps every partial finite,
+    so a culled Gaussian's gradient is exactly zero; and every camera still projects all N rows, so the sums of the
+    backward (into the view matrices, for the camera optimizer) have one shape whatever is culled: runs whose culled
+    Gaussians differ (quality-first reading rows not yet published) add the same terms the same way."""
+    per_camera = []
+    for camera in range(viewmats.shape[0]):
+        view = viewmats[camera : camera + 1]
+        rotation, translation = view[0, :3, :3].detach(), view[0, :3, 3].detach()
+        depth = means.detach() @ rotation[2] + translation[2]
+        in_range = (depth > near_plane) & (depth < far_plane)
+        on_axis = rotation.T @ (torch.tensor([0.0, 0.0, 1.0], dtype=means.dtype, device=means.device) - translation)
+        radii, *rest = _fully_fused_projection(
+            torch.where(in_range[:, None], means, on_axis), covars, view, Ks[camera : camera + 1], width, height,
             eps2d=eps2d, near_plane=near_plane, far_plane=far_plane, calc_compensations=calc_compensations,
             camera_model=camera_model,
-        )))
-    for camera, rows, (part_radii, part_means2d, part_depths, part_conics, part_compensations) in parts:
-        radii[camera, rows] = part_radii[0].to(radii.dtype)
-        means2d = means2d.index_put((torch.full_like(rows, camera), rows), part_means2d[0])
-        depths = depths.index_put((torch.full_like(rows, camera), rows), part_depths[0])
-        conics = conics.index_put((torch.full_like(rows, camera), rows), part_conics[0])
-        if compensations is not None:
-            compensations = compensations.index_put((torch.full_like(rows, camera), rows), part_compensations[0])
-    return radii, means2d, depths, conics, compensations
+        )
+        per_camera.append((torch.where(in_range, radii[0], torch.zeros_like(radii[0])), *(part[0] if part is not None
+                                                                                          else None for part in rest)))
+    radii, means2d, depths, conics, compensations = zip(*per_camera)
+    return (torch.stack(radii), torch.stack(means2d), torch.stack(depths), torch.stack(conics),
+            None if compensations[0] is None else torch.stack(compensations))
 
 
 def rasterize_to_pixels_reference(
