@@ -8,8 +8,8 @@ synchronised before it is read. The curves, the time each configuration takes to
 final PSNR go to ``results.json``, a table on stdout and a plot (PSNR against seconds and against views).
 
 A configuration that has not finished when ``budget_s`` of this invocation have passed saves a checkpoint and its
-curve, and the next invocation resumes it (nerfstudio's ``--load-dir``): long runs can span several machine
-sessions. Configurations run one after another in one process, so they share the machine's state.
+curve, and the next invocation resumes it (nerfstudio's ``--load-dir``): a long run can span several invocations on
+a machine that keeps ``out``. Configurations run one after another in one process, so they share the machine's state.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ update written out on those rows would.
 The equality is bitwise for the first steps only. From the fourth or fifth step on the tiny scene (by machine), the
 gradients of Gaussians that barely touch a pixel (values near 1e-11) differ between the two at rounding level, and
 Adam with splatfacto's eps of 1e-15 turns such a gradient into a step of about the full learning rate whatever its
-size, so the two runs part by up to a learning rate on those rows (docs/results.md, twelfth session). This test stops before that step.
+size, so the two runs part by up to a learning rate on those rows (docs/results.md, "The step is stock's"). This test stops before that step.
 """
 
 from __future__ import annotations

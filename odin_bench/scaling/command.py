@@ -99,7 +99,7 @@ class SimulateCommand:
     collective_launch_ms: Optional[float] = None
     """Host-bound term: host time one collective's launch adds to a unit. None: fitted on the runs on 2+ ranks that
     launch collectives (median of (host per unit - E[max_W H]) / collectives per unit); without any, 0.31 ms,
-    that fit on the eighth session's six 2-H200 cup77 runs (odin_bench.scaling.measured.H200_COLLECTIVE_LAUNCH_S)."""
+    the fit on six 2-H200 cup77 sync runs (odin_bench.scaling.measured.H200_COLLECTIVE_LAUNCH_S)."""
     steps_per_log: Optional[int] = None
     """nerfstudio's --logging.steps-per-log of the runs, for the host-bound term: the unit after each logging step
     carries its host work on every rank at once, so those units are drawn apart from the rest. None: each run's

@@ -300,8 +300,8 @@ def _records(log: Path) -> list[UnitRecord]:
 
 H200_COLLECTIVE_LAUNCH_S = 0.31e-3
 """Host time one collective's launch adds to a unit when nothing else says (``HostBound.fit``): the median over the
-six 2-GPU sync runs of call 2 of the eighth session (2 x H200, cup77, one view per rank; three seeds with 10
-collectives per unit and three with 2) of (host per unit - E[max_2 H] of the same call's three 1-GPU runs, their
+six 2-GPU sync runs of 2026-12-01 (2 x H200, cup77, one view per rank; three seeds with 10
+collectives per unit and three with 2) of (host per unit - E[max_2 H] of three 1-GPU runs of the same machine, their
 logging units drawn apart from the rest: 7.86 ms) / collectives per unit. The runs range from 0.12 to 1.20 ms
 (docs/scaling.md, "Host-bound steps: what a peer adds"): one machine's host and NCCL, not a constant of nature.
 (Drawn as one group, E[max_2 H] was 8.02 ms and this median 0.28 ms.)"""
@@ -319,8 +319,8 @@ def expected_max(samples: np.ndarray, draws: int) -> float:
 LOGGING_UNIT_AFTER = 1
 """How many units after a logging step its host work lands. nerfstudio logs at step s once the unit of step s has
 returned (``odin_ns/trainer.py``: the unit records and scalars written, the device read for the finite check, the
-ranks' stop agreement, nerfstudio's own writers), so the work falls in unit s + 1's ``host_between_s``. On the eighth
-session's cup77 runs (steps_per_log 10), units 10k + 1 take 9.7-10.1 ms on average on one GPU and 11.0-16.0 ms on
+ranks' stop agreement, nerfstudio's own writers), so the work falls in unit s + 1's ``host_between_s``. On 2-H200
+cup77 runs of 2026-12-01 (steps_per_log 10), units 10k + 1 take 9.7-10.1 ms on average on one GPU and 11.0-16.0 ms on
 the ranks of the no-exchange 2-GPU runs; the units of every other ``id % 10``, 10k included, 5.9-7.5 ms."""
 
 
