@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
-# 2-core CPU, no GPU, 2026-12-03, from the repository root. Seeds 0-2 ran in one invocation; the run of seed 2's
-# third configuration was stopped unfinished to free the CPU. Each finished run's PSNR is in results.json.
-python docs/results/cpu_2026-12-03/dense_across_ranks/dense_across_ranks.py 300 0 1 2 3
+# 2-core CPU, no GPU, 2026-12-03, from the repository root. Two invocations: the first trained seeds 0-2 until a
+# two-rank run of seed 1 stopped on the CPU rasterizer's NaN (a Gaussian on a camera's plane) and seed 2's selective
+# run was stopped unfinished to free the CPU; the second, with the rasterizer projecting culled Gaussians from the
+# camera's axis (bitwise the same images and gradients otherwise), trained those two runs. Each finished run's PSNR is
+# kept in results.json (/tmp/dense_across_ranks/results.json while running); output.txt is the second invocation's.
+python docs/results/cpu_2026-12-03/dense_across_ranks/dense_across_ranks.py 300 0 1 2
