@@ -141,8 +141,7 @@ def _torch_adam_rows(
     if complement:
         selected = ~selected
     p, m, v = (t[lo:hi].clone() for t in (param, exp_avg, exp_avg_sq))
-    g = grad_rows.clone()
-    adam_update_(p, g, m, v, lr, beta1, beta2, eps, step)
+    adam_update_(p, grad_rows, m, v, lr, beta1, beta2, eps, step)  # reads the gradient, writes the clones
     for target, updated in zip((param, exp_avg, exp_avg_sq), (p, m, v)):
         target[lo:hi] = torch.where(selected, updated, target[lo:hi])
 

@@ -392,23 +392,22 @@ class OdinRuntime:
     def _drift_outside_update_scope(self, in_flight: InFlightExchange) -> None:
         """Dense Adam's step of every row outside the update scope (known: the scope gather was read), whose averaged
         gradient is zero on every rank: it needs nothing from the exchange, so it runs before the next unit reads."""
-        start = self._clock.now()
-        staged = in_flight.staged
-        self._publication.drift(in_flight.update_scope, (0, self.num_rows), staged.learning_rates,
-                                first=not in_flight.advanced)
-        in_flight.advanced = in_flight.drifted_outside_scope = True
-        staged.trace.add_span("publish_s", start, self._clock.now())
+        self._drift(in_flight, in_flight.update_scope, (0, self.num_rows))
+        in_flight.drifted_outside_scope = True
 
     def _drift_run(self, in_flight: InFlightExchange, run: list[int]) -> None:
         """Dense Adam's step of the consecutive buckets ``run``, which hold no updated row: their averaged gradient is
         zero, so they are stepped without it (and were not exchanged)."""
-        start = self._clock.now()
         ranges = self._exchange.buckets.ranges
-        staged = in_flight.staged
-        self._publication.drift(None, (ranges[run[0]][0], ranges[run[-1]][1]), staged.learning_rates,
-                                first=not in_flight.advanced)
-        in_flight.advanced = True
+        self._drift(in_flight, None, (ranges[run[0]][0], ranges[run[-1]][1]))
         in_flight.published.update(run)
+
+    def _drift(self, in_flight: InFlightExchange, skipped: torch.Tensor | None, row_range: tuple[int, int]) -> None:
+        """The unit's zero-gradient step of the rows of ``row_range`` outside the bitmap ``skipped`` (None: all)."""
+        start = self._clock.now()
+        staged = in_flight.staged
+        self._publication.drift(skipped, row_range, staged.learning_rates, first=not in_flight.advanced)
+        in_flight.advanced = True
         staged.trace.add_span("publish_s", start, self._clock.now())
 
     def _publish_all(self, in_flight: InFlightExchange) -> None:
