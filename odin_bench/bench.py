@@ -35,14 +35,17 @@ NO_EXCHANGE = "no-exchange"
 ODIN_VARIANTS = {
     NO_EXCHANGE: ("--pipeline.odin.mode", "sync"),
     "quality-first-predicted": ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes", "predicted"),
-    "sync-presized": ("--pipeline.odin.mode", "sync", "--pipeline.model.presized-intersections", "True"),
+    "sync-eager": ("--pipeline.odin.mode", "sync", "--pipeline.odin.captured-units", "False"),
+    "sync-presized": ("--pipeline.odin.mode", "sync", "--pipeline.odin.captured-units", "False",
+                      "--pipeline.model.presized-intersections", "True"),
     "quality-first-predicted-presized": ("--pipeline.odin.mode", "quality-first", "--pipeline.odin.read-scopes",
                                          "predicted", "--pipeline.model.presized-intersections", "True"),
     "sync-one-bucket": ("--pipeline.odin.mode", "sync"),
 }
 """Odin configurations beyond the modes, by name, with their ns-train options: sync with every rank training alone
-(the compute floor); quality-first deciding its windows from predicted read scopes; either with tile intersections
-sized ahead (a forward with no host read); sync with its exchange in as few buckets as ``bucket-mb`` allows (fewer
+(the compute floor); quality-first deciding its windows from predicted read scopes; sync with every unit launched
+eagerly (sync captures them on one GPU), with gsplat's sizing or with tile intersections sized ahead (a forward with
+no host read); quality-first predicted with them sized ahead; sync with its exchange in as few buckets as ``bucket-mb`` allows (fewer
 collectives per unit). ``LAUNCHER_OPTIONS`` adds what ns-train's options cannot say."""
 LAUNCHER_OPTIONS = {NO_EXCHANGE: ("--no-exchange",), "sync-one-bucket": ("--fewest-buckets",)}
 """Configurations trained through the lab's launcher (``odin_bench.train``), with its options."""
@@ -67,7 +70,8 @@ class BenchCommand:
     modes: str = ",".join((*MODES, NO_EXCHANGE))
     """Comma-separated configurations on --gpus ranks: Odin modes (sync, quality-first, throughput-first),
     no-exchange (every rank training alone: the compute floor), quality-first-predicted (quality-first with predicted
-    read scopes), sync-presized and quality-first-predicted-presized (tile intersections sized ahead, gsplat only),
+    read scopes), sync-eager (no captured units), sync-presized (eager, tile intersections sized ahead, gsplat only),
+    quality-first-predicted-presized,
     sync-one-bucket (sync with the fewest collectives per unit) and gsplat-distributed (gsplat's sharded multi-GPU
     training, CUDA only)."""
     seeds: int = 1

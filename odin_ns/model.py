@@ -47,6 +47,7 @@ from odin_ns.rendering import (
 )
 from odin_ns.rendering.presized import (
     PresizedIntersections,
+    RenderKey,
     known_view_inverse,
     route_view_inverse,
     unchecked_view_inverse,
@@ -71,6 +72,36 @@ class OdinSplatfactoModelConfig(SplatfactoModelConfig):
     their previous renders (read late), so that the forward reads nothing on the host. gsplat's own sizing waits for
     the GPU, and with several ranks for the previous unit's exchange; a view's first render, and the first after a
     resolution or Gaussian-count change, is sized exactly (``odin_ns.rendering.presized``)."""
+
+
+@dataclass(frozen=True)
+class TrainingShape:
+    """What a training unit's launches depend on beyond its tensors' values: units of one shape launch the same work
+    on inputs of the same shapes (the key of a captured step)."""
+
+    width: int
+    height: int
+    """The rendered size (after the resolution warm-up)."""
+    gaussians: int
+    sh_degree: Optional[int]
+    render_mode: str
+    scale_regularization: bool
+    capacity: Optional[int]
+    """Tile-intersection slots shared by any views at this size (None: sized per render, or by gsplat)."""
+    inputs: Tuple[Tuple[str, Tuple[int, ...], str], ...]
+    """Each input tensor's name, shape and dtype."""
+
+
+@dataclass
+class TrainingUnit:
+    """A training step's views as ``OdinSplatfactoModel.training_unit`` prepared them."""
+
+    shape: TrainingShape
+    inputs: Dict[str, torch.Tensor]
+    views: List[int]
+    key: Optional[TrainingShape]
+    """``shape`` where units of this shape can replay one captured step; None where the step's launches depend on
+    more than its shape."""
 
 
 NEAR_PLANE = 0.01
@@ -148,6 +179,8 @@ class OdinSplatfactoModel(SplatfactoModel):
             raise ValueError(f"presized_intersections sizes gsplat's intersection buffers; the renderer here is "
                              f"'{self.renderer}' (gsplat needs CUDA)")
         self._presized = PresizedIntersections() if self.config.presized_intersections else None
+        self._shared_capacities: Dict[Tuple[int, int, int], int] = {}
+        """(width, height, cameras) -> the shared capacity of such renders now (``training_unit``)."""
         if self.renderer == "gsplat":
             route_view_inverse()  # training renders invert their view matrices without gsplat's host read
         self.gauss_params = torch.nn.ParameterDict(self._initial_gaussians())
@@ -178,6 +211,15 @@ class OdinSplatfactoModel(SplatfactoModel):
         self.strategy_state = self.strategy.initialize_state(scene_scale=1.0)
         self._render_params: Optional[Dict[str, torch.Tensor]] = None
         self._fixed_background: Optional[torch.Tensor] = None
+
+    def size_intersections_ahead(self) -> bool:
+        """Turn on presized intersections (``presized_intersections``), for a captured step; False where the renderer
+        is not gsplat's (nothing to size)."""
+        if self.renderer != "gsplat":
+            return False
+        if self._presized is None:
+            self._presized = PresizedIntersections()
+        return True
 
     @contextmanager
     def rendering_from(self, params: Dict[str, torch.Tensor]) -> Iterator[None]:
@@ -266,46 +308,53 @@ class OdinSplatfactoModel(SplatfactoModel):
             factor //= 2
         return factor
 
-    def _rasterization_inputs(self, camera: Cameras) -> Dict:
-        """gsplat ``rasterization`` keyword arguments for the (cropped) Gaussians seen from ``camera``."""
-        full_width, full_height = image_size(camera)
-        if self.training:  # the ground truth is downscaled by the same factor (get_gt_img), after this render
-            self._image_long_side = max(full_width, full_height)
+    def _gaussian_inputs(self) -> Dict:
+        """gsplat ``rasterization`` keyword arguments of the (cropped) Gaussians: means, quats, activated scales and
+        opacities, colours and the SH degree in use."""
         crop_ids = self.crop_box.within(self.means).squeeze() if self.crop_box is not None and not self.training else None
         source = self.gauss_params if self._render_params is None else self._render_params
         params = {name: (p if crop_ids is None else p[crop_ids]) for name, p in source.items()}
         colors = torch.cat((params["features_dc"][:, None, :], params["features_rest"]), dim=1)
         if self.config.sh_degree > 0:
-            sh_degree = min(self.step // self.config.sh_degree_interval, self.config.sh_degree)
+            sh_degree = self._sh_degree_in_use()
         else:
             colors, sh_degree = torch.sigmoid(colors).squeeze(1), None
-
-        scale = 1 / self._get_downscale_factor()
-        width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
-        Ks = self.full_resolution_intrinsics(camera) if scale == 1.0 else scaled_intrinsics(camera, scale)
         return dict(
             means=params["means"],
             quats=params["quats"],
             scales=torch.exp(params["scales"]),
             opacities=torch.sigmoid(params["opacities"]).squeeze(-1),
             colors=colors,
+            sh_degree=sh_degree,
+        )
+
+    def _sh_degree_in_use(self) -> Optional[int]:
+        """Splatfacto's SH degree at this step (None: colours are plain RGB)."""
+        if self.config.sh_degree == 0:
+            return None
+        return min(self.step // self.config.sh_degree_interval, self.config.sh_degree)
+
+    def _rasterization_inputs(self, camera: Cameras) -> Dict:
+        """gsplat ``rasterization`` keyword arguments for the (cropped) Gaussians seen from ``camera``."""
+        full_width, full_height = image_size(camera)
+        if self.training:  # the ground truth is downscaled by the same factor (get_gt_img), after this render
+            self._image_long_side = max(full_width, full_height)
+        scale = 1 / self._get_downscale_factor()
+        width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
+        Ks = self.full_resolution_intrinsics(camera) if scale == 1.0 else scaled_intrinsics(camera, scale)
+        return dict(
+            **self._gaussian_inputs(),
             viewmats=self.view_matrices(camera),
             Ks=Ks,
             width=width,
             height=height,
             near_plane=NEAR_PLANE,
             far_plane=1e10,
-            sh_degree=sh_degree,
         )
 
-    def render_gaussians(
-        self, camera: Cameras, render_mode: Literal["RGB", "RGB+ED"]
-    ) -> Tuple[torch.Tensor, torch.Tensor, Dict]:
-        """Rasterize the (cropped) Gaussians into ``camera``; returns gsplat's (colors, alphas, info)."""
-        inputs = self._rasterization_inputs(camera)
-        self.last_size = (inputs["height"], inputs["width"])
-        render = functools.partial(
-            rasterize_fn(self.renderer),
+    def _rasterize(self, inputs: Dict, render_mode: Literal["RGB", "RGB+ED"]) -> Tuple[torch.Tensor, torch.Tensor, Dict]:
+        """gsplat's ``rasterization`` (or the reference's) of ``inputs``: (colors, alphas, info)."""
+        return rasterize_fn(self.renderer)(
             **inputs,
             packed=False,
             render_mode=render_mode,
@@ -313,17 +362,100 @@ class OdinSplatfactoModel(SplatfactoModel):
             absgrad=self.strategy.absgrad,
             rasterize_mode=self.config.rasterize_mode,
         )
-        if not self.training:
-            return render()
-        metadata = camera.metadata or {}  # the unit's cameras: their view matrices' inverses come with them
-        with known_view_inverse(metadata.get("viewmats"), metadata.get("camtoworlds")):
+
+    def training_unit(
+        self, camera: Cameras, batch: Optional[Dict[str, torch.Tensor]], shared_capacity: bool = False
+    ) -> TrainingUnit:
+        """The host's part of a training step of ``camera``'s views (``batch``: their images, None to render only):
+        the decisions it takes (``TrainingShape``) and the device tensors it renders and scores with. The poses, the
+        resolution warm-up's intrinsics and the random backgrounds (drawn per step and view) are made here, so that
+        ``unit_losses`` is a function of these tensors and the Gaussians alone.
+
+        ``shared_capacity``: with presized intersections, size the render's tile intersections for any views of the
+        capture at this resolution (``IntersectionBudget.shared_capacity``), so that units of one shape launch the
+        same work whatever their views; such a unit's shape is its ``key`` for a captured step, None where its
+        launches depend on more (a view without a count yet, the camera optimizer, the bilateral grid)."""
+        views = training_views(camera)
+        full_width, full_height = image_size(camera)
+        self._image_long_side = max(full_width, full_height)
+        scale = 1 / self._get_downscale_factor()
+        width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
+        inputs = {
+            "viewmats": self.view_matrices(camera),
+            "Ks": self.full_resolution_intrinsics(camera) if scale == 1.0 else scaled_intrinsics(camera, scale),
+            "backgrounds": self._training_backgrounds(camera),
+        }
+        inverse = (camera.metadata or {}).get("camtoworlds")
+        if inverse is not None and inputs["viewmats"] is (camera.metadata or {}).get("viewmats"):
+            inputs["camtoworlds"] = inverse
+        for name in ("image", "mask"):
+            if batch is not None and name in batch:
+                inputs[name] = batch[name].to(self.device, non_blocking=True)
+        capacity = None
+        if shared_capacity and self._presized is not None:
+            size = (width, height, len(views))
+            capacity = self._presized.budget.shared_capacity(width, height, self.num_train_data, len(views),
+                                                             self._shared_capacities.get(size))
+            if capacity is not None:
+                self._shared_capacities[size] = capacity
+        shape = TrainingShape(
+            width=width,
+            height=height,
+            gaussians=self.num_points,
+            sh_degree=self._sh_degree_in_use(),
+            render_mode="RGB+ED" if self.config.output_depth_during_training else "RGB",
+            scale_regularization=self.regularizes_scales,
+            capacity=capacity,
+            inputs=tuple((name, tuple(tensor.shape), str(tensor.dtype)) for name, tensor in sorted(inputs.items())),
+        )
+        capturable = (capacity is not None and self.camera_optimizer.config.mode == "off"
+                      and not self.config.use_bilateral_grid)
+        return TrainingUnit(shape, inputs, views, key=shape if capturable else None)
+
+    def unit_losses(self, unit: TrainingUnit, inputs: Dict[str, torch.Tensor]) -> Tuple[Dict, Dict[str, torch.Tensor]]:
+        """The training outputs and losses of ``unit`` rendered from ``inputs`` (``unit.inputs`` or copies of them):
+        a function of these tensors and the Gaussians, whatever the step (what a captured step replays)."""
+        outputs = self._training_outputs(unit, inputs)
+        batch = {name: inputs[name] for name in ("image", "mask") if name in inputs}
+        return outputs, self.get_loss_dict(outputs, batch)
+
+    def observe_intersections(self, unit: TrainingUnit) -> None:
+        """Hand the budget the intersection counts of ``unit``'s render with a shared capacity (read late, never
+        waited for; a render sized per view observed its own)."""
+        if unit.shape.capacity is not None:
+            keys = [RenderKey(view, unit.shape.width, unit.shape.height, unit.shape.gaussians) for view in unit.views]
+            self._presized.budget.observe(keys, unit.shape.capacity, self.info["intersection_counts"])
+
+    def _training_outputs(self, unit: TrainingUnit, inputs: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Render ``unit``'s views from ``inputs``, composite them over their backgrounds; the render's info goes to
+        ``self.info`` for the densification strategy."""
+        shape = unit.shape
+        self.last_size = (shape.height, shape.width)
+        render_inputs = dict(**self._gaussian_inputs(), viewmats=inputs["viewmats"], Ks=inputs["Ks"], width=shape.width,
+                             height=shape.height, near_plane=NEAR_PLANE, far_plane=1e10)
+        with known_view_inverse(inputs["viewmats"], inputs.get("camtoworlds")):
             if self._presized is None:
                 with unchecked_view_inverse():
-                    return render()
-            # what decides a camera's count: its view, the resolution and the Gaussians (a count of rows, not values)
-            size = (inputs["width"], inputs["height"], inputs["means"].shape[0])
-            with self._presized.render([(view, *size) for view in training_views(camera)]):
-                return render()
+                    render, alpha, info = self._rasterize(render_inputs, shape.render_mode)
+            elif shape.capacity is not None:
+                with self._presized.render_shared(shape.capacity) as counts:
+                    render, alpha, info = self._rasterize(render_inputs, shape.render_mode)
+                info["intersection_counts"] = counts.counts
+            else:
+                keys = [RenderKey(view, shape.width, shape.height, shape.gaussians) for view in unit.views]
+                with self._presized.render(keys):
+                    render, alpha, info = self._rasterize(render_inputs, shape.render_mode)
+        self.info = info
+        self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, info)
+        depth = None
+        if shape.render_mode == "RGB+ED":
+            depth = torch.where(alpha > 0, render[..., 3:4], render[..., 3:4].detach().max())
+        backgrounds = inputs["backgrounds"]
+        rgb = torch.clamp(render[..., :3] + (1 - alpha) * backgrounds[:, None, None, :], 0.0, 1.0)
+        if self.config.use_bilateral_grid:
+            rgb = torch.cat([self._apply_bilateral_grid(rgb[i : i + 1], view, shape.height, shape.width)
+                             for i, view in enumerate(unit.views)])
+        return {"rgb": rgb, "depth": depth, "accumulation": alpha, "background": backgrounds}
 
     @torch.no_grad()
     def visible_gaussians(self, camera: Cameras) -> torch.Tensor:
@@ -342,31 +474,20 @@ class OdinSplatfactoModel(SplatfactoModel):
             raise ValueError(f"evaluation renders one camera per call, got {camera.shape[0]}")
         if self.config.rasterize_mode not in ("antialiased", "classic"):
             raise ValueError(f"unknown rasterize_mode: {self.config.rasterize_mode}")
-        if self.crop_box is not None and not self.training and self.crop_box.within(self.means).sum() == 0:
+        if self.training:
+            unit = self.training_unit(camera, None)
+            return self._training_outputs(unit, unit.inputs)
+        if self.crop_box is not None and self.crop_box.within(self.means).sum() == 0:
             return self.get_empty_outputs(int(camera.width.item()), int(camera.height.item()), self.background_color)
 
-        render_mode = "RGB+ED" if self.config.output_depth_during_training or not self.training else "RGB"
-        render, alpha, self.info = self.render_gaussians(camera, render_mode)
-        if self.training:
-            self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, self.info)
-
-        height, width = self.last_size
-        depth = None
-        if render_mode == "RGB+ED":
-            depth = torch.where(alpha > 0, render[..., 3:4], render[..., 3:4].detach().max())
-        if self.training:
-            backgrounds = self._training_backgrounds(camera)
-            rgb = torch.clamp(render[..., :3] + (1 - alpha) * backgrounds[:, None, None, :], 0.0, 1.0)
-            if self.config.use_bilateral_grid:
-                views = training_views(camera)
-                rgb = torch.cat([self._apply_bilateral_grid(rgb[i : i + 1], view, height, width)
-                                 for i, view in enumerate(views)])
-            return {"rgb": rgb, "depth": depth, "accumulation": alpha, "background": backgrounds}
+        inputs = self._rasterization_inputs(camera)
+        self.last_size = (inputs["height"], inputs["width"])
+        render, alpha, self.info = self._rasterize(inputs, "RGB+ED")
+        depth = torch.where(alpha > 0, render[..., 3:4], render[..., 3:4].detach().max())
         background = self.background_color.to(self.device)
         rgb = torch.clamp(render[..., :3] + (1 - alpha) * background, 0.0, 1.0)
-        depth = depth.squeeze(0) if depth is not None else None
-        return {"rgb": rgb.squeeze(0), "depth": depth, "accumulation": alpha.squeeze(0),
-                "background": background.expand(height, width, 3)}
+        return {"rgb": rgb.squeeze(0), "depth": depth.squeeze(0), "accumulation": alpha.squeeze(0),
+                "background": background.expand(inputs["height"], inputs["width"], 3)}
 
     def _training_targets(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]) -> torch.Tensor:
         """[C, H, W, 3] ground truth of the training views at the rendered resolution, composited over each view's

@@ -22,6 +22,7 @@ from odin_ns.comm.context import DistContext
 from odin_ns.gaussians import GAUSSIAN_GROUPS
 from odin_ns.model import NEAR_PLANE
 from odin_ns.read_prediction import SplatReadPredictor, pinhole_views
+from odin_ns.runtime.capture import CapturedCompute
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime
 from odin_ns.runtime.records import UnitRecord
@@ -84,6 +85,10 @@ class OdinPipeline(VanillaPipeline):
         )
         self.model.to(device)
         self.runtime: Optional[OdinRuntime] = None
+        self._produced: Dict[Any, Tuple[Dict, Dict[str, torch.Tensor], Dict]] = {}
+        """Per unit key, the (outputs, losses, render info) its compute last produced: a captured unit's are its
+        graph's tensors, rewritten by every replay."""
+        self._produced_version = -1
 
     def _replica_context(self) -> DistContext:
         """The ranks whose Gaussians this rank keeps equal to its own: every rank of the job. A subclass may return
@@ -105,17 +110,22 @@ class OdinPipeline(VanillaPipeline):
         steps only, and on a host-bound step every operation they launch is host time."""
         runtime = self._runtime(optimizers)
         camera, batch = self.datamanager.next_train(step)
-        results: Dict[str, Dict[str, Any]] = {}
+        model = self.model
+        unit = model.training_unit(camera, batch, shared_capacity=runtime.graphs is not None and runtime.graphs.capturing)
+        if self._produced_version != runtime.structure_version:  # the graphs that wrote them were dropped
+            self._produced.clear()
+            self._produced_version = runtime.structure_version
 
-        def compute(views: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
-            with self.model.rendering_from(views):
-                outputs = self.model(camera)
-                metrics = self.model.get_metrics_dict(outputs, batch) if with_metrics else {}
-                losses = self.model.get_loss_dict(outputs, batch, metrics)
+        def compute_from(views: Dict[str, torch.Tensor], inputs: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+            with model.rendering_from(views):
+                outputs, losses = model.unit_losses(unit, inputs)
             loss = torch.stack(list(losses.values())).sum() if len(losses) > 1 else next(iter(losses.values()))
             loss.backward()
-            results.update(losses=losses, metrics=metrics)
-            return loss.detach(), self.model.updated_rows()
+            self._produced[unit.key] = (outputs, losses, model.info)
+            return loss.detach(), model.updated_rows()
+
+        def compute(views: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+            return compute_from(views, unit.inputs)
 
         def read_scope(views: Dict[str, torch.Tensor]) -> torch.Tensor:
             with self.model.rendering_from(views):
@@ -128,11 +138,18 @@ class OdinPipeline(VanillaPipeline):
             viewmats, intrinsics = model.view_matrices(camera), model.full_resolution_intrinsics(camera)
             return pinhole_sensitivity(views["means"], viewmats, intrinsics)
 
-        loss = runtime.run_unit(step, compute, read_scope, sensitivity)
+        loss = runtime.run_unit(step, compute, read_scope, sensitivity, CapturedCompute(unit.key, unit.inputs, compute_from))
+        # a replayed unit ran no Python: what its compute produced are the tensors its graph rewrote in place
+        outputs, losses, model.info = self._produced[unit.key]
+        model.observe_intersections(unit)
         for group in optimizers.parameters:
             if group not in GAUSSIAN_GROUPS:
                 optimizers.optimizer_step(group)
-        return loss, results["losses"], results["metrics"]
+        if not with_metrics:
+            return loss, losses, {}
+        with torch.no_grad():  # from the rendered and target images the unit left; copies: the next replay rewrites them
+            metrics = model.get_metrics_dict(outputs, batch)
+        return loss.clone(), {name: value.detach().clone() for name, value in losses.items()}, metrics
 
     def drain(self) -> None:
         """Publish every in-flight unit on every rank (collective): before evaluation, checkpoints and the end."""
@@ -207,7 +224,12 @@ class OdinPipeline(VanillaPipeline):
                 context=self.replica_context,
                 dense_params=dense_params,
                 predictor=predictor,
+                log=CONSOLE.log if self.context.is_main else lambda _: None,
             )
+            graphs = self.runtime.graphs
+            if graphs is not None and graphs.capturing and not self.model.size_intersections_ahead():
+                graphs.disable(f"units run eagerly: the '{self.model.renderer}' renderer sizes its tile "
+                               "intersections on the host, which a captured step cannot")
             self.model.strategy.barrier = DrainingBarrier(self.runtime)
         return self.runtime
 

@@ -95,6 +95,13 @@ class OdinStrategy(DefaultStrategy):
         """Whether ``step_post_backward`` at ``step`` refines or resets opacities."""
         return step < self.refine_stop_iter and (self.refines(step) or step % self.reset_every == 0)
 
+    def step_pre_backward(self, params, optimizers, state, step, info) -> None:
+        """gsplat's keeps the 2D means' gradient (``retain_grad``) for the statistics; with absgrad they read the
+        absolute gradient gsplat's backward sets instead, so nothing is kept: no copy of a [C, N, 2] gradient per
+        step, and no hook in a backward that a CUDA graph captures."""
+        if not self.absgrad:
+            super().step_pre_backward(params, optimizers, state, step, info)
+
     def step_post_backward(self, params, optimizers, state, step, info, packed=False) -> None:
         self._changing_structure = self.changes_structure(step)
         if not self._changing_structure:

@@ -125,10 +125,18 @@ def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny
     inverse = camera.metadata["camtoworlds"]
     assert torch.equal(inverse, camera_to_world_opencv(camera.camera_to_worlds))
     held_during_render = []
+
+    class Rendered(Exception):
+        pass
+
+    def rasterize(**kwargs):
+        held_during_render.append(PresizedIntersections._render.known_inverse)
+        raise Rendered
+
     with monkeypatch.context() as patch:  # what gsplat's module would find while the training render runs
-        patch.setattr("odin_ns.model.rasterize_fn", lambda renderer: lambda **kwargs: held_during_render.append(
-            PresizedIntersections._render.known_inverse))
-        model.render_gaussians(camera, "RGB")
+        patch.setattr("odin_ns.model.rasterize_fn", lambda renderer: rasterize)
+        with pytest.raises(Rendered):
+            model.get_outputs(camera)
     assert held_during_render[0][0] is viewmats and held_during_render[0][1] is inverse
     assert PresizedIntersections._render.known_inverse is None
     model.eval()

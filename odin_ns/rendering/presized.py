@@ -16,6 +16,10 @@ capacity (the views' Gaussians grew their footprint faster than the headroom) ha
 sees that when it reads the count, warns and doubles its headroom. Views without a count yet (first renders, a new
 resolution or Gaussian count) are sized exactly, with gsplat's read.
 
+A captured training step (``odin_ns.runtime.capture``) replays one set of buffers for every view: there the
+capacity is shared, sized from the largest counts the training views had at the render's resolution
+(``IntersectionBudget.shared_capacity``), and the counts are observed after the step (``render_shared``).
+
 ``PresizedIntersections`` installs the three functions gsplat's ``rasterization`` calls for this (tile intersection,
 offset encoding, rasterization to pixels) so that a render inside ``render(keys)`` on the installing thread takes this
 path and every other call, such as the viewer's renders from its own thread, takes gsplat's unchanged.
@@ -28,6 +32,7 @@ render, and in every training render of the model (``unchecked_view_inverse``, w
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 from collections import OrderedDict, deque
@@ -35,6 +40,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import NamedTuple
 
 import torch
 
@@ -107,6 +113,23 @@ def padded_tile_mask(n_cameras: int, tile_width: int, tile_height: int, device: 
     return mask
 
 
+class RenderKey(NamedTuple):
+    """What decides a camera's intersection count in a training render: its view, the rendered size and the
+    Gaussian count (a count of rows, not their values)."""
+
+    view: int
+    width: int
+    height: int
+    gaussians: int
+
+
+@dataclass
+class RenderCounts:
+    """Filled by a ``render_shared`` block: each camera's intersection count [cameras] int64 on the device."""
+
+    counts: torch.Tensor | None = None
+
+
 @dataclass
 class _PendingCount:
     keys: tuple[Hashable, ...]
@@ -131,6 +154,9 @@ class IntersectionBudget:
         """Camera counts kept, the least recently adopted dropped first: keys carry the Gaussian count, so every
         densification starts a new set and the old ones are never asked for again."""
         self.counts: OrderedDict[Hashable, int] = OrderedDict()
+        self.latest: dict[tuple[int, int], dict[int, int]] = {}
+        """(width, height) -> view -> its latest count at that size, whatever the Gaussian count then (``RenderKey``
+        keys only): what a shared capacity is sized from."""
         self.overflows = 0
         """Renders whose count exceeded their capacity (seen when their count was adopted)."""
         self._pending: deque[_PendingCount] = deque()
@@ -141,6 +167,19 @@ class IntersectionBudget:
             return None
         count = sum(self.counts[key] for key in keys)
         return max(ROUND_TO, -(-int(count * (1.0 + self.headroom)) // ROUND_TO) * ROUND_TO)
+
+    def shared_capacity(self, width: int, height: int, views: int, cameras: int, current: int | None) -> int | None:
+        """Slots for a render of any ``cameras`` of the ``views`` training views at ``width`` x ``height``: the
+        ``cameras`` largest latest counts with the headroom, or None while some view has no count at that size.
+        ``current`` (the capacity in use) is kept while it holds the largest counts with half the headroom and is not
+        oversized: every change of capacity costs a captured step its recapture."""
+        latest = self.latest.get((width, height), {})
+        if len(latest) < views:
+            return None
+        needed = sum(heapq.nlargest(cameras, latest.values()))
+        if current is not None and needed * (1.0 + self.headroom / 2) <= current <= needed * (1.0 + 2 * self.headroom) + ROUND_TO:
+            return current
+        return max(ROUND_TO, -(-int(needed * (1.0 + self.headroom)) // ROUND_TO) * ROUND_TO)
 
     def observe(self, keys: Sequence[Hashable], capacity: int | None, counts: torch.Tensor) -> None:
         """A render of cameras ``keys`` into ``capacity`` slots (None: sized exactly) counted ``counts`` [cameras]
@@ -159,6 +198,8 @@ class IntersectionBudget:
         for key, count in zip(pending.keys, counts):
             self.counts[key] = count
             self.counts.move_to_end(key)
+            if isinstance(key, RenderKey):
+                self.latest.setdefault((key.width, key.height), {})[key.view] = count
         while len(self.counts) > self.max_keys:
             self.counts.popitem(last=False)
         count = sum(counts)
@@ -177,6 +218,9 @@ class _Render(threading.local):
 
     keys: tuple[Hashable, ...] | None = None
     tile_height: int | None = None
+    shared: RenderCounts | None = None
+    """Inside ``render_shared``: the counts' destination (the capacity is ``shared_capacity``'s)."""
+    shared_capacity: int = 0
     unchecked_inverse: bool = False
     """Inside ``unchecked_view_inverse``: gsplat's view inverse without its host check, presized or not."""
     known_inverse: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -212,6 +256,22 @@ class PresizedIntersections:
         finally:
             state.keys, state.tile_height = None, None
 
+    @contextmanager
+    def render_shared(self, capacity: int) -> Iterator[RenderCounts]:
+        """Calls to gsplat's ``rasterization`` in this block take ``capacity`` slots, whatever their cameras, and
+        read no count (a captured step's: its launches may neither depend on its views nor read the host). The
+        per-camera counts are in the yielded ``RenderCounts`` after the block, for ``budget.observe``."""
+        state = PresizedIntersections._render
+        if state.keys is not None:
+            raise RuntimeError("presized renders do not nest")
+        if capacity < 1:
+            raise ValueError(f"need at least one slot, got {capacity}")
+        state.keys, state.tile_height, state.shared, state.shared_capacity = (), None, RenderCounts(), capacity
+        try:
+            yield state.shared
+        finally:
+            state.keys, state.tile_height, state.shared = None, None, None
+
     @classmethod
     def _install(cls, rendering: ModuleType) -> None:
         with cls._installed_lock:
@@ -225,6 +285,12 @@ class PresizedIntersections:
                 state = cls._render
                 if state.keys is None or kwargs.get("packed", False) or not kwargs.get("sort", True):
                     return isect_tiles(means2d, radii, depths, tile_size, tile_width, tile_height, **kwargs)
+                if state.shared is not None:
+                    tiles_per_gauss, isect_ids, flat_ids, state.shared.counts = presized_isect_tiles(
+                        means2d, radii, depths, tile_size, tile_width, tile_height, state.shared_capacity
+                    )
+                    state.tile_height = tile_height
+                    return tiles_per_gauss, isect_ids, flat_ids
                 budget = cls._budget_of_thread[threading.get_ident()]
                 capacity = budget.capacity(state.keys)
                 if capacity is None:  # no count yet: gsplat's own path, sized by its host read

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from odin_ns.comm.context import DistContext
+from odin_ns.runtime.capture import CapturedCompute, UnitGraphs
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.comm.collectives import consecutive_runs
 from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedUnit, StaleUnitError, check_version
@@ -78,6 +79,8 @@ class OdinRuntime:
     unit, and the caller steps them. After a structural change (``drain`` first) call ``rebind``.
 
     ``context`` holds the ranks whose replicas this runtime keeps equal: it exchanges with every rank of it.
+    With ``config.captured_units``, units given as a ``CapturedCompute`` in sync mode replay their compute from CUDA
+    graphs (``odin_ns.runtime.capture``); ``log`` says, once, why they run eagerly where they cannot.
     ``sync_path_stretches`` is (windows, units): after that many windows in a row that left nothing in flight, an
     overlapped mode runs that many units on sync's path (``SyncPathStretches``).
     """
@@ -92,6 +95,7 @@ class OdinRuntime:
         policy: AdmissionPolicy | None = None,
         predictor: ReadPredictor | None = None,
         sync_path_stretches: tuple[int, int] = (SYNC_PATH_AFTER, SYNC_PATH_UNITS),
+        log: Callable[[str], None] = print,
     ):
         if (config.read_scopes == "predicted") != (predictor is not None):
             raise ValueError(f"read_scopes {config.read_scopes!r} needs a ReadPredictor exactly when 'predicted'")
@@ -113,6 +117,8 @@ class OdinRuntime:
         self._returned_at: float | None = None
         """When the last ``run_unit`` returned (host clock), for the next record's ``host_between_s``."""
         self._optimizers: Mapping[str, RowOptimizer] = optimizers
+        self.graphs = self._unit_graphs(log) if config.captured_units else None
+        """The captured units' graphs (None: every unit runs eagerly)."""
         self.rebind(params, optimizers)
 
     # ----------------------------------------------------------------------------------------------- public API
@@ -147,6 +153,8 @@ class OdinRuntime:
         self._exchange.plan(self.packed.params)
         if self._predictor is not None:
             self._predictor.rebind(self._params, self._exchange.buckets)
+        if self.graphs is not None:
+            self.graphs.rebind()
         self.structure_version += 1
 
     @property
@@ -159,16 +167,20 @@ class OdinRuntime:
         compute_fn: ComputeFn,
         visible_fn: VisibleFn | None = None,
         sensitivity_fn: SensitivityFn | None = None,
+        captured: CapturedCompute | None = None,
     ) -> torch.Tensor:
         """Run one unit; return its loss. In the overlapped modes the unit stays staged until the next ``run_unit``
         or ``drain``, and ``visible_fn`` (its read scope) is required; throughput-first also needs
-        ``sensitivity_fn``, which turns the bound on a delayed read into the unit's pixels."""
+        ``sensitivity_fn``, which turns the bound on a delayed read into the unit's pixels. ``captured``: the same
+        compute as ``compute_fn``, as a function of the unit's device inputs, which sync mode replays from a CUDA
+        graph with ``config.captured_units`` (the loss and the rows returned are then the graph's tensors, which the
+        next unit of its key overwrites)."""
         started = time.perf_counter()
         trace = UnitTrace(UnitRecord(unit_id, self.config.mode, self.structure_version))
         if self._returned_at is not None:
             trace.record.host_between_s = started - self._returned_at
         try:
-            return self._run_unit(unit_id, trace, compute_fn, visible_fn, sensitivity_fn)
+            return self._run_unit(unit_id, trace, compute_fn, visible_fn, sensitivity_fn, captured)
         finally:
             self._returned_at = time.perf_counter()
             trace.record.host_run_s = self._returned_at - started
@@ -180,11 +192,15 @@ class OdinRuntime:
         compute_fn: ComputeFn,
         visible_fn: VisibleFn | None,
         sensitivity_fn: SensitivityFn | None,
+        captured: CapturedCompute | None = None,
     ) -> torch.Tensor:
         if not self.config.overlapped or self._stretches.take_sync_unit():
             self._publish_pending()  # leaving the overlap: the staged unit publishes first, as under sync
             trace.record.sync_path = self.config.overlapped
-            loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
+            if self.graphs is not None and captured is not None and not self.config.overlapped:
+                loss, visible, staging = self._replayed_compute(captured, trace)
+            else:
+                loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
             staged = self._stage(unit_id, staging, visible, trace)
             self._publish_all(self._exchange.launch(staged, read_scope=None))
             self._average_dense_gradients(unit_id)
@@ -346,6 +362,33 @@ class OdinRuntime:
         check_private_staging({name: grad for name, grad in staged.items() if grad is not None}, self._params,
                               in_flight_buffers)
         gradient_table, gradients = self.packed.gradient_table(staged)
+        return loss, visible, (gradient_table, gradients)
+
+    def _unit_graphs(self, log: Callable[[str], None]) -> UnitGraphs:
+        graphs = UnitGraphs(self.context.device, log=log)
+        if self.config.overlapped:
+            graphs.disable(f"units run eagerly in {self.config.mode} mode: a unit's gradient table is read by its "
+                           "exchange while the next unit computes, and a replay would overwrite it (sync mode "
+                           "replays them)")
+        elif self.dense_params:
+            graphs.disable("units run eagerly: the gradients of dense parameters (camera optimizer, bilateral grid) "
+                           "are set on the parameters themselves, which a graph cannot leave in place")
+        return graphs
+
+    def _replayed_compute(self, captured: CapturedCompute, trace: UnitTrace) -> tuple[torch.Tensor, torch.Tensor, Staging]:
+        """``_compute`` of a unit from its graph (``UnitGraphs``): the shadow views, forward, backward and gradient
+        packing replayed, or run eagerly where the key has no graph yet."""
+
+        def compute(inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Views]:
+            views = shadow_views(self._params)
+            loss, visible = captured.fn(views, inputs)
+            staged = staged_gradients(views)
+            check_private_staging({name: grad for name, grad in staged.items() if grad is not None}, self._params, ())
+            return (loss, visible, *self.packed.gradient_table(staged))
+
+        start = self._clock.now()
+        loss, visible, gradient_table, gradients = self.graphs.run(captured.key, captured.inputs, compute)
+        trace.add_span("compute_s", start, self._clock.now())
         return loss, visible, (gradient_table, gradients)
 
     def _average_dense_gradients(self, unit_id: int) -> None:

@@ -1,0 +1,192 @@
+"""Captured units: a unit's compute replayed from a CUDA graph while its shapes and host decisions repeat.
+
+On one GPU a unit of one view is host-bound: the forward, loss and backward take as long to launch as to run, so the
+GPU idles while the host dispatches (docs/results.md, "Where the step goes"). A unit's compute (shadow views,
+forward, loss, backward, the gradients packed into the unit's table) is the same sequence of launches from step to
+step as long as what decides its shapes and its host-side branches is the same: the Gaussian count and layout, the
+resolution, the views per unit, the SH degree, the loss's terms. The caller names that as the unit's ``key``; the
+tensors that change from unit to unit (cameras, target images, backgrounds) are its ``inputs``.
+
+``UnitGraphs`` runs a key's first unit eagerly (it compiles what compiles lazily: Triton kernels, cuBLAS handles,
+gsplat's extension), captures the key's second unit into a graph whose inputs are static copies, and replays that
+graph for every later unit of the key after copying the unit's inputs into them. A structural change (``rebind``)
+drops every graph: they read and write the tables that change replaced. What the graph returns (loss, rows, the
+gradient table, anything the caller reads back) are the same tensors at every replay, overwritten by the next:
+a unit's table must be free again when the next unit computes, which holds on sync's path (the unit is exchanged
+and published before the next computes), not while an overlapped exchange reads it.
+
+Capture can fail where a computation reads the device on the host or uses what a graph cannot hold; the first
+failure is said once and every later unit runs eagerly.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+Inputs = Mapping[str, torch.Tensor]
+CapturableFn = Callable[[Inputs], Any]
+"""A unit's compute as a function of its inputs alone (and of tensors that stay in place between structural
+changes); returns a tree (tuples, lists, dicts) whose tensors the graph leaves in place."""
+
+MAX_GRAPHS = 4
+"""Graphs kept at once, the least recently replayed dropped first: a run alternates between few keys (a scale
+regularization step every tenth unit, say), and each graph holds its own memory pool."""
+
+
+class Graph(Protocol):
+    """What ``UnitGraphs`` needs of a graph: capture a function's launches once, replay them."""
+
+    def capture(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` under capture; return its outputs (the tensors replays write)."""
+
+    def replay(self) -> None: ...
+
+
+class CudaGraph:
+    """A ``torch.cuda.CUDAGraph`` with its own memory pool, captured on a side stream."""
+
+    def __init__(self) -> None:
+        self._graph = torch.cuda.CUDAGraph()
+
+    def capture(self, fn: Callable[[], Any]) -> Any:
+        with torch.cuda.graph(self._graph):
+            return fn()
+
+    def replay(self) -> None:
+        self._graph.replay()
+
+
+@dataclass
+class _Captured:
+    graph: Graph
+    inputs: dict[str, torch.Tensor]
+    outputs: Any
+
+
+@dataclass
+class CaptureStats:
+    """How units ran: replayed from a graph, captured, or eagerly (first of their key, not capturable, or after a
+    failed capture)."""
+
+    replayed: int = 0
+    captured: int = 0
+    eager: int = 0
+    dropped: int = 0
+    """Graphs dropped: by structural changes or for room."""
+    fallback: str | None = None
+    """Why units run eagerly from now on (None: capture is on)."""
+
+
+class UnitGraphs:
+    """Replays units' computes from CUDA graphs, one per key; see the module docstring.
+
+    ``graph_factory`` makes the graphs (``CudaGraph`` on CUDA; tests pass a stand-in); ``log`` says why units run
+    eagerly, once."""
+
+    def __init__(
+        self,
+        device: torch.device,
+        graph_factory: Callable[[], Graph] | None = None,
+        log: Callable[[str], None] = print,
+        max_graphs: int = MAX_GRAPHS,
+    ):
+        if max_graphs < 1:
+            raise ValueError(f"max_graphs must be >= 1, got {max_graphs}")
+        self.stats = CaptureStats()
+        self._log = log
+        self._max_graphs = max_graphs
+        self._graphs: OrderedDict[Hashable, _Captured] = OrderedDict()
+        self._seen: set[Hashable] = set()
+        """Keys whose first unit ran eagerly (the next one is captured)."""
+        self._graph_factory = graph_factory
+        if graph_factory is None:
+            if device.type == "cuda":
+                self._graph_factory = CudaGraph
+            else:
+                self._fall_back(f"units run eagerly on {device.type}: capture needs CUDA")
+
+    @property
+    def capturing(self) -> bool:
+        """Whether units of a repeated key are replayed (False after a fallback)."""
+        return self.stats.fallback is None
+
+    def disable(self, reason: str) -> None:
+        """Run every later unit eagerly, saying ``reason`` (once)."""
+        self._fall_back(reason)
+
+    def run(self, key: Hashable | None, inputs: Inputs, fn: CapturableFn) -> Any:
+        """``fn(inputs)``: eagerly (key None, the key's first unit, capture off) or from the key's graph, whose static
+        inputs take ``inputs``' values first. Returns ``fn``'s outputs, or the graph's."""
+        if key is None or not self.capturing:
+            self.stats.eager += 1
+            return fn(inputs)
+        captured = self._graphs.get(key)
+        if captured is not None:
+            self._graphs.move_to_end(key)
+            _copy_inputs(captured.inputs, inputs, key)
+            captured.graph.replay()
+            self.stats.replayed += 1
+            return captured.outputs
+        if key not in self._seen:
+            self._seen.add(key)
+            self.stats.eager += 1
+            return fn(inputs)
+        return self._capture(key, inputs, fn)
+
+    def rebind(self) -> None:
+        """Drop every graph and every key seen: a structural change replaced what they read and write."""
+        self.stats.dropped += len(self._graphs)
+        self._graphs.clear()
+        self._seen.clear()
+
+    def _capture(self, key: Hashable, inputs: Inputs, fn: CapturableFn) -> Any:
+        while len(self._graphs) >= self._max_graphs:
+            self._graphs.popitem(last=False)
+            self.stats.dropped += 1
+        static = {name: tensor.clone() for name, tensor in inputs.items()}
+        graph = self._graph_factory()
+        try:
+            outputs = graph.capture(lambda: fn(static))
+        except Exception as error:  # noqa: BLE001 - whatever capture refuses, the unit still runs eagerly
+            self._fall_back(f"units run eagerly: their capture failed ({type(error).__name__}: "
+                            f"{str(error).splitlines()[0] if str(error) else 'no message'})")
+            self.stats.eager += 1
+            return fn(inputs)
+        self._graphs[key] = _Captured(graph, static, outputs)
+        graph.replay()  # capture records the launches without running them
+        self.stats.captured += 1
+        return outputs
+
+    def _fall_back(self, reason: str) -> None:
+        if self.stats.fallback is None:
+            self.stats.fallback = reason
+            self._graphs.clear()
+            self._log(reason)
+
+
+def _copy_inputs(static: dict[str, torch.Tensor], inputs: Inputs, key: Hashable) -> None:
+    if static.keys() != inputs.keys():
+        raise ValueError(f"a unit of key {key!r} has inputs {sorted(inputs)}, its graph {sorted(static)}")
+    for name, tensor in inputs.items():
+        target = static[name]
+        if tensor.shape != target.shape or tensor.dtype != target.dtype:
+            raise ValueError(f"input '{name}' of a unit of key {key!r} is {tensor.dtype} {tuple(tensor.shape)}, its "
+                             f"graph's {target.dtype} {tuple(target.shape)}: the key must decide the inputs' shapes")
+        if tensor.data_ptr() != target.data_ptr():
+            target.copy_(tensor, non_blocking=True)
+
+
+@dataclass(frozen=True)
+class CapturedCompute:
+    """A unit's compute as a function of its shadow views and its device inputs, for replay from a graph: ``fn(views,
+    inputs)`` returns (loss, bool[N] rows its views saw), as a ``ComputeFn``; units of one ``key`` (None: not
+    capturable) must launch the same work on inputs of the same shapes."""
+
+    key: Hashable | None
+    inputs: Inputs
+    fn: Callable[[dict[str, torch.Tensor], Inputs], tuple[torch.Tensor, torch.Tensor]]
