@@ -12,10 +12,11 @@ from odin_ns.data.dataparser import OdinDataParserConfig
 from odin_ns.gaussians import GAUSSIAN_GROUPS
 from odin_ns.model import OdinSplatfactoModelConfig
 from odin_ns.optim import ScopedAdamOptimizerConfig
+from odin_ns.parse_errors import METHOD_NAME, say_invalid_choices_in_one_line
 from odin_ns.pipeline import OdinPipelineConfig
 from odin_ns.trainer import OdinTrainerConfig
 
-METHOD_NAME = "odin-splatfacto"
+say_invalid_choices_in_one_line()  # ns-train loads this module before it parses its command line
 
 
 def gaussian_optimizers(max_steps: int) -> dict:
