@@ -99,6 +99,9 @@ class TrainingUnit:
     shape: TrainingShape
     inputs: Dict[str, torch.Tensor]
     views: List[int]
+    camera: Cameras
+    """The views' cameras, whose poses the render corrects where the camera optimizer trains (then they are not
+    among the inputs: the correction is part of each compute's autograd graph, which a re-run repeats)."""
     key: Optional[TrainingShape]
     """``shape`` where units of this shape can replay one captured step; None where the step's launches depend on
     more than its shape."""
@@ -381,13 +384,15 @@ class OdinSplatfactoModel(SplatfactoModel):
         scale = 1 / self._get_downscale_factor()
         width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
         inputs = {
-            "viewmats": self.view_matrices(camera),
             "Ks": self.full_resolution_intrinsics(camera) if scale == 1.0 else scaled_intrinsics(camera, scale),
             "backgrounds": self._training_backgrounds(camera),
         }
-        inverse = (camera.metadata or {}).get("camtoworlds")
-        if inverse is not None and inputs["viewmats"] is (camera.metadata or {}).get("viewmats"):
-            inputs["camtoworlds"] = inverse
+        fixed_poses = self.camera_optimizer.config.mode == "off"
+        if fixed_poses:
+            inputs["viewmats"] = self.view_matrices(camera)
+            inverse = (camera.metadata or {}).get("camtoworlds")
+            if inverse is not None and inputs["viewmats"] is (camera.metadata or {}).get("viewmats"):
+                inputs["camtoworlds"] = inverse
         for name in ("image", "mask"):
             if batch is not None and name in batch:
                 inputs[name] = batch[name].to(self.device, non_blocking=True)
@@ -408,9 +413,8 @@ class OdinSplatfactoModel(SplatfactoModel):
             capacity=capacity,
             inputs=tuple((name, tuple(tensor.shape), str(tensor.dtype)) for name, tensor in sorted(inputs.items())),
         )
-        capturable = (capacity is not None and self.camera_optimizer.config.mode == "off"
-                      and not self.config.use_bilateral_grid)
-        return TrainingUnit(shape, inputs, views, key=shape if capturable else None)
+        capturable = capacity is not None and fixed_poses and not self.config.use_bilateral_grid
+        return TrainingUnit(shape, inputs, views, camera, key=shape if capturable else None)
 
     def unit_losses(self, unit: TrainingUnit, inputs: Dict[str, torch.Tensor]) -> Tuple[Dict, Dict[str, torch.Tensor]]:
         """The training outputs and losses of ``unit`` rendered from ``inputs`` (``unit.inputs`` or copies of them):
@@ -431,9 +435,10 @@ class OdinSplatfactoModel(SplatfactoModel):
         ``self.info`` for the densification strategy."""
         shape = unit.shape
         self.last_size = (shape.height, shape.width)
-        render_inputs = dict(**self._gaussian_inputs(), viewmats=inputs["viewmats"], Ks=inputs["Ks"], width=shape.width,
+        viewmats = inputs["viewmats"] if "viewmats" in inputs else self.view_matrices(unit.camera)
+        render_inputs = dict(**self._gaussian_inputs(), viewmats=viewmats, Ks=inputs["Ks"], width=shape.width,
                              height=shape.height, near_plane=NEAR_PLANE, far_plane=1e10)
-        with known_view_inverse(inputs["viewmats"], inputs.get("camtoworlds")):
+        with known_view_inverse(viewmats, inputs.get("camtoworlds")):
             if self._presized is None:
                 with unchecked_view_inverse():
                     render, alpha, info = self._rasterize(render_inputs, shape.render_mode)

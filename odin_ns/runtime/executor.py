@@ -197,7 +197,7 @@ class OdinRuntime:
         if not self.config.overlapped or self._stretches.take_sync_unit():
             self._publish_pending()  # leaving the overlap: the staged unit publishes first, as under sync
             trace.record.sync_path = self.config.overlapped
-            if self.graphs is not None and captured is not None and not self.config.overlapped:
+            if captured is not None and self.graphs is not None and self.graphs.capturing:  # only in sync mode
                 loss, visible, staging = self._replayed_compute(captured, trace)
             else:
                 loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
