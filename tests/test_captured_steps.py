@@ -15,9 +15,9 @@ from odin_ns.in_process import in_process_trainer, run_step
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 STEPS = 120
-DENSIFY = dict(warmup_length=40, refine_every=20, reset_alpha_every=3, stop_split_at=100)
-"""Densify and prune from step 40 every 20 steps, reset opacities at step 60, split until step 100: structural
-changes the captured units are recaptured after."""
+DENSIFY = dict(warmup_length=30, refine_every=10, reset_alpha_every=10, stop_split_at=110)
+"""Densify and prune every 10 steps from step 40 to 90 (the tiny scene's 21 training views pause refinement for 31
+steps after a reset), reset opacities at step 100: structural changes the captured units are recaptured after."""
 
 
 def train(scene: Path, out: Path, captured: bool, views_per_rank: int) -> tuple[list[float], dict, object]:

@@ -376,3 +376,19 @@ def test_the_shared_capacity_covers_the_largest_counts_of_any_views_and_keeps_it
     seen({0: 150_000}, gaussians=1500)
     assert budget.shared_capacity(800, 600, views=3, cameras=1, current=grown) < grown, "oversized: resized down"
     assert budget.shared_capacity(400, 300, views=3, cameras=1, current=None) is None, "another size: no counts"
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+def test_the_harmonics_on_the_current_stream_are_gsplats_evaluation(degree):
+    """Inside presized renders the colours' spherical harmonics are torch operations (gsplat's CUDA kernels for them
+    launch on the legacy stream, which a captured step does not record): gsplat's own torch reference, to float
+    rounding, for every degree and for coefficients beyond the degree in use."""
+    from gsplat.cuda._torch_impl import _spherical_harmonics
+
+    from odin_ns.rendering.presized import spherical_harmonics_on_current_stream
+
+    generator = torch.Generator().manual_seed(degree)
+    dirs = torch.randn(2, 300, 3, generator=generator) * 3
+    coeffs = torch.randn(2, 300, 16, 3, generator=generator)
+    got = spherical_harmonics_on_current_stream(degree, dirs, coeffs, masks=torch.ones(2, 300, dtype=torch.bool))
+    torch.testing.assert_close(got, _spherical_harmonics(degree, dirs, coeffs), rtol=1e-5, atol=1e-5)

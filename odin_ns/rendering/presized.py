@@ -22,7 +22,11 @@ capacity is shared, sized from the largest counts the training views had at the 
 
 ``PresizedIntersections`` installs the three functions gsplat's ``rasterization`` calls for this (tile intersection,
 offset encoding, rasterization to pixels) so that a render inside ``render(keys)`` on the installing thread takes this
-path and every other call, such as the viewer's renders from its own thread, takes gsplat's unchanged.
+path and every other call, such as the viewer's renders from its own thread, takes gsplat's unchanged. It also routes
+the colours' spherical harmonics inside those renders to torch operations (``spherical_harmonics_on_current_stream``):
+gsplat 1.4's CUDA kernels for them launch on the legacy default stream, which a CUDA graph captured on another stream
+does not record (its colours would be those of the capture), while every other kernel of the render launches on the
+current stream.
 
 gsplat's ``rasterization`` also inverts the view matrices with ``torch.inverse``, whose singularity check is a host
 read of the device, and the step's first: it waits for everything queued before the render. Inside a presized
@@ -55,6 +59,26 @@ ROUND_TO = 1 << 16
 COUNT_LAG = 2
 """Renders between a render and the adoption of its count: by then the non-blocking copy has long completed, so
 adopting it does not wait for the GPU."""
+
+
+SH_C0 = 0.28209479177387814
+"""The degree-0 spherical harmonic's constant, 1 / (2 sqrt(pi))."""
+
+
+def spherical_harmonics_on_current_stream(
+    degrees_to_use: int, dirs: torch.Tensor, coeffs: torch.Tensor, masks: torch.Tensor | None = None
+) -> torch.Tensor:
+    """gsplat's ``spherical_harmonics`` (colours [..., 3] from view directions [..., 3] and coefficients
+    [..., K, 3] up to degree ``degrees_to_use``) in torch operations, which launch on the current stream: gsplat's
+    reference evaluation of the bases, contracted with the coefficients in place of its fused kernel. ``masks`` is
+    accepted as gsplat's: its kernel leaves the colours of masked-out entries unset, these are computed (whatever
+    they are, the rasterizer reads no colour of a Gaussian it does not draw, and sends it no gradient)."""
+    if degrees_to_use == 0:  # the constant basis: no direction needed
+        return SH_C0 * coeffs[..., 0, :]
+    from gsplat.cuda._torch_impl import _eval_sh_bases_fast
+
+    bases = _eval_sh_bases_fast((degrees_to_use + 1) ** 2, torch.nn.functional.normalize(dirs, p=2, dim=-1))
+    return torch.einsum("...k,...kc->...c", bases, coeffs[..., : bases.shape[-1], :])
 
 
 def tile_key_bits(n_cameras: int, tile_width: int, tile_height: int) -> int:
@@ -280,6 +304,12 @@ class PresizedIntersections:
             isect_tiles, offset_encode, to_pixels = (
                 rendering.isect_tiles, rendering.isect_offset_encode, rendering.rasterize_to_pixels
             )
+            harmonics = getattr(rendering, "spherical_harmonics", None)  # a stand-in may render without colours
+
+            def harmonics_routed(degrees_to_use, dirs, coeffs, masks=None):
+                if cls._render.keys is None:
+                    return harmonics(degrees_to_use, dirs, coeffs, masks=masks)
+                return spherical_harmonics_on_current_stream(degrees_to_use, dirs, coeffs, masks)
 
             def isect_tiles_routed(means2d, radii, depths, tile_size, tile_width, tile_height, **kwargs):
                 state = cls._render
@@ -325,6 +355,8 @@ class PresizedIntersections:
             rendering.isect_tiles = isect_tiles_routed
             rendering.isect_offset_encode = offset_encode_routed
             rendering.rasterize_to_pixels = to_pixels_routed
+            if harmonics is not None:
+                rendering.spherical_harmonics = harmonics_routed
             route_view_inverse(rendering)
             rendering._odin_presized = True
 
