@@ -400,7 +400,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         if shared_capacity and self._presized is not None:
             size = (width, height, len(views))
             capacity = self._presized.budget.shared_capacity(width, height, self.num_train_data, len(views),
-                                                             self._shared_capacities.get(size))
+                                                             self.num_points, self._shared_capacities.get(size))
             if capacity is not None:
                 self._shared_capacities[size] = capacity
         shape = TrainingShape(

@@ -347,35 +347,40 @@ def test_a_shared_render_takes_its_capacity_for_any_views_and_leaves_its_counts_
     keys = [RenderKey(view, WIDTH, HEIGHT, 400) for view in range(radii.shape[0])]
     presized.budget.observe(keys, pairs + 5000, shared.counts)
     presized.budget.observe(keys, pairs + 5000, shared.counts)  # lag 1: the first is adopted now
-    assert presized.budget.latest[(WIDTH, HEIGHT)] == dict(enumerate(shared.counts.tolist()))
+    assert presized.budget.latest[(WIDTH, HEIGHT)] == {view: (count, 400) for view, count in enumerate(shared.counts.tolist())}
 
 
 def test_the_shared_capacity_covers_the_largest_counts_of_any_views_and_keeps_its_value_while_it_fits():
-    """Sized from every training view's latest count at the size, whatever the Gaussian count then; none until every
-    view has one; kept while it holds the largest counts with half the headroom and is not oversized."""
+    """Sized from every training view's latest count at the size, scaled by the Gaussians' growth since it was
+    counted; none until every view has one; kept while it holds the largest counts with half the headroom and is not
+    oversized."""
     budget = IntersectionBudget(headroom=0.25, lag=1)
-    counts = {0: 400_000, 1: 100_000, 2: 300_000}
 
     def seen(view_counts, gaussians):
         for view, count in view_counts.items():
             budget.observe([RenderKey(view, 800, 600, gaussians)], None, torch.tensor([count]))
         budget.observe([RenderKey(99, 64, 64, 1)], None, torch.tensor([1]))  # adopts the last one (lag 1)
 
-    seen({0: counts[0], 1: counts[1]}, gaussians=1000)
-    assert budget.shared_capacity(800, 600, views=3, cameras=1, current=None) is None, "view 2 has no count yet"
-    seen({2: counts[2]}, gaussians=1200)  # counted after a densification: still a count of the view at this size
-    one = budget.shared_capacity(800, 600, views=3, cameras=1, current=None)
+    def capacity(cameras=1, gaussians=1000, current=None, width=800):
+        return budget.shared_capacity(width, 600, views=3, cameras=cameras, gaussians=gaussians, current=current)
+
+    seen({0: 400_000, 1: 100_000}, gaussians=1000)
+    assert capacity() is None, "view 2 has no count yet"
+    seen({2: 300_000}, gaussians=1000)
+    one = capacity()
     assert one % ROUND_TO == 0 and 400_000 * 1.25 <= one < 400_000 * 1.25 + ROUND_TO
-    two = budget.shared_capacity(800, 600, views=3, cameras=2, current=None)
+    two = capacity(cameras=2)
     assert 700_000 * 1.25 <= two < 700_000 * 1.25 + ROUND_TO, "the two largest counts"
-    seen({0: 420_000}, gaussians=1300)
-    assert budget.shared_capacity(800, 600, views=3, cameras=1, current=one) == one, "still fits: kept"
-    seen({0: 480_000}, gaussians=1400)
-    grown = budget.shared_capacity(800, 600, views=3, cameras=1, current=one)
-    assert grown > one and grown >= 480_000 * 1.25
-    seen({0: 150_000}, gaussians=1500)
-    assert budget.shared_capacity(800, 600, views=3, cameras=1, current=grown) < grown, "oversized: resized down"
-    assert budget.shared_capacity(400, 300, views=3, cameras=1, current=None) is None, "another size: no counts"
+    grown = capacity(gaussians=1500)
+    assert 600_000 * 1.25 <= grown < 600_000 * 1.25 + ROUND_TO, "counted with 1,000 Gaussians, rendered with 1,500"
+    seen({0: 420_000}, gaussians=1000)
+    assert capacity(current=one) == one, "still fits: kept"
+    seen({0: 480_000}, gaussians=1000)
+    larger = capacity(current=one)
+    assert larger > one and larger >= 480_000 * 1.25
+    seen({0: 150_000}, gaussians=1000)
+    assert capacity(current=larger) < larger, "oversized: resized down"
+    assert capacity(width=400) is None, "another size: no counts"
 
 
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])

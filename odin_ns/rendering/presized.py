@@ -178,9 +178,9 @@ class IntersectionBudget:
         """Camera counts kept, the least recently adopted dropped first: keys carry the Gaussian count, so every
         densification starts a new set and the old ones are never asked for again."""
         self.counts: OrderedDict[Hashable, int] = OrderedDict()
-        self.latest: dict[tuple[int, int], dict[int, int]] = {}
-        """(width, height) -> view -> its latest count at that size, whatever the Gaussian count then (``RenderKey``
-        keys only): what a shared capacity is sized from."""
+        self.latest: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
+        """(width, height) -> view -> (its latest count at that size, the Gaussian count then) (``RenderKey`` keys
+        only): what a shared capacity is sized from."""
         self.overflows = 0
         """Renders whose count exceeded their capacity (seen when their count was adopted)."""
         self._pending: deque[_PendingCount] = deque()
@@ -192,15 +192,20 @@ class IntersectionBudget:
         count = sum(self.counts[key] for key in keys)
         return max(ROUND_TO, -(-int(count * (1.0 + self.headroom)) // ROUND_TO) * ROUND_TO)
 
-    def shared_capacity(self, width: int, height: int, views: int, cameras: int, current: int | None) -> int | None:
-        """Slots for a render of any ``cameras`` of the ``views`` training views at ``width`` x ``height``: the
-        ``cameras`` largest latest counts with the headroom, or None while some view has no count at that size.
-        ``current`` (the capacity in use) is kept while it holds the largest counts with half the headroom and is not
-        oversized: every change of capacity costs a captured step its recapture."""
+    def shared_capacity(
+        self, width: int, height: int, views: int, cameras: int, gaussians: int, current: int | None
+    ) -> int | None:
+        """Slots for a render of any ``cameras`` of the ``views`` training views at ``width`` x ``height`` with
+        ``gaussians`` Gaussians: the ``cameras`` largest latest counts, each scaled by how much the Gaussians grew
+        since it was counted (a densification adds pairs before any render of the new Gaussians is counted), with the
+        headroom; None while some view has no count at that size. ``current`` (the capacity in use) is kept while it
+        holds the largest counts with half the headroom and is not oversized: every change of capacity costs a
+        captured step its recapture."""
         latest = self.latest.get((width, height), {})
         if len(latest) < views:
             return None
-        needed = sum(heapq.nlargest(cameras, latest.values()))
+        scaled = (count * max(1.0, gaussians / counted_with) for count, counted_with in latest.values())
+        needed = int(sum(heapq.nlargest(cameras, scaled)))
         if current is not None and needed * (1.0 + self.headroom / 2) <= current <= needed * (1.0 + 2 * self.headroom) + ROUND_TO:
             return current
         return max(ROUND_TO, -(-int(needed * (1.0 + self.headroom)) // ROUND_TO) * ROUND_TO)
@@ -223,7 +228,7 @@ class IntersectionBudget:
             self.counts[key] = count
             self.counts.move_to_end(key)
             if isinstance(key, RenderKey):
-                self.latest.setdefault((key.width, key.height), {})[key.view] = count
+                self.latest.setdefault((key.width, key.height), {})[key.view] = (count, key.gaussians)
         while len(self.counts) > self.max_keys:
             self.counts.popitem(last=False)
         count = sum(counts)
