@@ -5,3 +5,6 @@
 # camera's axis (bitwise the same images and gradients otherwise), trained those two runs. Each finished run's PSNR is
 # kept in results.json (/tmp/dense_across_ranks/results.json while running); output.txt is the second invocation's.
 python docs/results/cpu_2026-12-03/dense_across_ranks/dense_across_ranks.py 300 0 1 2
+# Three more seeds (a third invocation, with the stored seeds 0-2 kept): output_seeds_0_to_5.txt holds its table over
+# all six.
+python docs/results/cpu_2026-12-03/dense_across_ranks/dense_across_ranks.py 300 3 4 5
