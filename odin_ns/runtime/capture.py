@@ -33,9 +33,10 @@ CapturableFn = Callable[[Inputs], Any]
 """A unit's compute as a function of its inputs alone (and of tensors that stay in place between structural
 changes); returns a tree (tuples, lists, dicts) whose tensors the graph leaves in place."""
 
-MAX_GRAPHS = 4
-"""Graphs kept at once, the least recently replayed dropped first: a run alternates between few keys (a scale
-regularization step every tenth unit, say), and each graph holds its own memory pool."""
+MAX_GRAPHS = 2
+"""Graphs kept at once, the least recently replayed dropped first: a run alternates between at most two keys (a
+scale regularization step every tenth unit and the others), a key whose intersection capacity was resized is not
+seen again, and each graph holds its own memory pool (the step's activations and gradients)."""
 
 
 class Graph(Protocol):
