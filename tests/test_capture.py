@@ -12,7 +12,7 @@ import torch
 
 from odin_ns.comm.context import DistContext
 from odin_ns.runtime import capture as capture_module
-from odin_ns.runtime.capture import CapturedCompute, UnitGraphs
+from odin_ns.runtime.capture import CapturedCompute, UnitGraphs, same_unit
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.optimizer import ScopedAdam
 
@@ -46,6 +46,19 @@ class ReplayingGraph:
 
     def replay(self) -> None:
         _write_into(self._outputs, self._fn())
+
+
+class StaleGraph(ReplayingGraph):
+    """A graph that missed a kernel: the kernel ran once, during capture, on buffers the recorded kernels had not
+    written yet (garbage), and its output never changes again."""
+
+    def capture(self, fn):
+        outputs = super().capture(fn)
+        outputs[2].mul_(3.0)  # the gradient table, from the garbage the missed kernel read
+        return outputs
+
+    def replay(self) -> None:
+        pass
 
 
 class RefusingGraph:
@@ -157,15 +170,15 @@ def toy_compute(views, inputs):
     return loss.detach(), seen
 
 
-def toy_runtime(captured: bool, monkeypatch):
+def toy_runtime(captured: bool, monkeypatch, graph=ReplayingGraph, log=lambda _: None):
     monkeypatch.setattr("odin_ns.runtime.executor.UnitGraphs",
-                        functools.partial(capture_module.UnitGraphs, graph_factory=ReplayingGraph))
+                        functools.partial(capture_module.UnitGraphs, graph_factory=graph))
     generator = torch.Generator().manual_seed(3)
     params = {"means": torch.nn.Parameter(torch.rand(ROWS, 2, generator=generator)),
               "colors": torch.nn.Parameter(torch.rand(ROWS, 3, generator=generator))}
     optimizers = {name: ScopedAdam([param], lr=0.05) for name, param in params.items()}
     config = RuntimeConfig(mode="sync", captured_units=captured, timeout_s=10.0)
-    runtime = config.setup(params=params, optimizers=optimizers, context=DistContext.single("cpu"), log=lambda _: None)
+    runtime = config.setup(params=params, optimizers=optimizers, context=DistContext.single("cpu"), log=log)
     return runtime, params, optimizers
 
 
@@ -235,3 +248,28 @@ def test_overlapped_modes_and_dense_parameters_run_units_eagerly_said_once(monke
         assert not runtime.graphs.capturing and len(said) == 1
         assert ("quality-first mode" in said[0]) == (mode == "quality-first")
         assert ("dense parameters" in said[0]) == bool(dense)
+
+
+def test_a_capture_whose_replay_is_not_the_eager_unit_is_said_once_and_units_run_eagerly(monkeypatch):
+    """Each capture is checked against the same unit computed eagerly: a graph that missed a kernel (one launched
+    outside the captured stream) is caught at its first replay; that unit and every later one run eagerly and train
+    the eager state."""
+    said = []
+    runtime, _, _ = toy_runtime(True, monkeypatch, graph=StaleGraph, log=said.append)
+    losses = []
+    for unit in range(5):
+        inputs = unit_inputs(unit)
+        losses.append(runtime.run_unit(unit, lambda views: toy_compute(views, inputs),
+                                       captured=CapturedCompute("toy", inputs, toy_compute)).item())
+    _, eager_losses, _ = train(False, monkeypatch)
+    assert losses == eager_losses[:5]
+    assert len(said) == 1 and said[0].startswith("units run eagerly: a replayed unit is not the eager unit (")
+    assert runtime.graphs.stats.captured == 0 and runtime.graphs.stats.replayed == 0 and not runtime.graphs.capturing
+
+
+def test_the_check_accepts_gradients_within_atomic_rounding_and_names_what_differs():
+    loss, rows, table = torch.tensor(0.5), torch.tensor([True, False]), torch.tensor([[1.0, -2.0], [0.0, 0.5]])
+    assert same_unit((loss, rows, table * (1 + 1e-6)), (loss, rows, table)) is None
+    assert "loss is 0.6" in same_unit((torch.tensor(0.6), rows, table), (loss, rows, table))
+    assert "sees 2 rows" in same_unit((loss, torch.tensor([True, True]), table), (loss, rows, table))
+    assert "gradients differ" in same_unit((loss, rows, table + 0.01), (loss, rows, table))

@@ -15,8 +15,11 @@ gradient table, anything the caller reads back) are the same tensors at every re
 a unit's table must be free again when the next unit computes, which holds on sync's path (the unit is exchanged
 and published before the next computes), not while an overlapped exchange reads it.
 
-Capture can fail where a computation reads the device on the host or uses what a graph cannot hold; the first
-failure is said once and every later unit runs eagerly.
+Capture can fail where a computation reads the device on the host or uses what a graph cannot hold. It can also
+succeed and record the wrong thing: a kernel launched on another stream than the one captured (gsplat 1.4's
+spherical harmonics launch on the legacy default stream) runs once, at capture, and never again. So every capture is
+checked: the unit is also computed eagerly first, and the graph's first replay must give what ``check`` accepts as
+the same outputs. The first failure of either kind is said once, and every later unit runs eagerly.
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ class UnitGraphs:
     """Replays units' computes from CUDA graphs, one per key; see the module docstring.
 
     ``graph_factory`` makes the graphs (``CudaGraph`` on CUDA; tests pass a stand-in); ``log`` says why units run
-    eagerly, once."""
+    eagerly, once; ``check(replayed, eager)`` compares a capture's first replay with the same unit computed eagerly
+    and says how they differ (None: the same), or is None to skip that check."""
 
     def __init__(
         self,
@@ -95,11 +99,13 @@ class UnitGraphs:
         graph_factory: Callable[[], Graph] | None = None,
         log: Callable[[str], None] = print,
         max_graphs: int = MAX_GRAPHS,
+        check: Callable[[Any, Any], str | None] | None = None,
     ):
         if max_graphs < 1:
             raise ValueError(f"max_graphs must be >= 1, got {max_graphs}")
         self.stats = CaptureStats()
         self._log = log
+        self._check = check
         self._max_graphs = max_graphs
         self._graphs: OrderedDict[Hashable, _Captured] = OrderedDict()
         self._seen: set[Hashable] = set()
@@ -149,6 +155,7 @@ class UnitGraphs:
         while len(self._graphs) >= self._max_graphs:
             self._graphs.popitem(last=False)
             self.stats.dropped += 1
+        eager = fn(inputs) if self._check is not None else None  # what the graph's first replay must give
         static = {name: tensor.clone() for name, tensor in inputs.items()}
         graph = self._graph_factory()
         try:
@@ -158,8 +165,13 @@ class UnitGraphs:
                             f"{str(error).splitlines()[0] if str(error) else 'no message'})")
             self.stats.eager += 1
             return fn(inputs)
-        self._graphs[key] = _Captured(graph, static, outputs)
         graph.replay()  # capture records the launches without running them
+        difference = None if eager is None else self._check(outputs, eager)
+        if difference is not None:
+            self._fall_back(f"units run eagerly: a replayed unit is not the eager unit ({difference})")
+            self.stats.eager += 1
+            return fn(inputs)  # run again: the caller keeps what the unit's last run produced
+        self._graphs[key] = _Captured(graph, static, outputs)
         self.stats.captured += 1
         return outputs
 
@@ -191,3 +203,24 @@ class CapturedCompute:
     key: Hashable | None
     inputs: Inputs
     fn: Callable[[dict[str, torch.Tensor], Inputs], tuple[torch.Tensor, torch.Tensor]]
+
+
+GRADIENT_TOLERANCE = 1e-4
+"""Largest difference between a replayed unit's gradient table and the eager unit's, relative to the table's largest
+entry: gsplat's backward accumulates with atomic adds in no fixed order, so two eager runs differ in the last bits."""
+
+
+def same_unit(replayed: tuple, eager: tuple) -> str | None:
+    """``UnitGraphs``' check of a unit's (loss, rows, gradient table, ...): the same loss (the forward has no atomic
+    accumulation), the same rows, the gradients to ``GRADIENT_TOLERANCE``; how they differ, or None."""
+    loss, rows, table = replayed[:3]
+    eager_loss, eager_rows, eager_table = eager[:3]
+    if not torch.equal(rows, eager_rows):
+        return f"it sees {int(rows.sum())} rows, the eager unit {int(eager_rows.sum())}"
+    if not torch.allclose(loss, eager_loss, rtol=1e-6, atol=0.0):
+        return f"its loss is {loss.item():.7g}, the eager unit's {eager_loss.item():.7g}"
+    scale = eager_table.abs().max().clamp_min(torch.finfo(eager_table.dtype).tiny)
+    difference = ((table - eager_table).abs().max() / scale).item()
+    if difference > GRADIENT_TOLERANCE:
+        return f"its gradients differ from the eager unit's by {difference:.2g} of the largest"
+    return None

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from odin_ns.comm.context import DistContext
-from odin_ns.runtime.capture import CapturedCompute, UnitGraphs
+from odin_ns.runtime.capture import CapturedCompute, UnitGraphs, same_unit
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.comm.collectives import consecutive_runs
 from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedUnit, StaleUnitError, check_version
@@ -365,7 +365,7 @@ class OdinRuntime:
         return loss, visible, (gradient_table, gradients)
 
     def _unit_graphs(self, log: Callable[[str], None]) -> UnitGraphs:
-        graphs = UnitGraphs(self.context.device, log=log)
+        graphs = UnitGraphs(self.context.device, log=log, check=same_unit)
         if self.config.overlapped:
             graphs.disable(f"units run eagerly in {self.config.mode} mode: a unit's gradient table is read by its "
                            "exchange while the next unit computes, and a replay would overwrite it (sync mode "
