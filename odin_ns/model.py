@@ -17,7 +17,6 @@ What changes:
 
 from __future__ import annotations
 
-import functools
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Literal, Optional, Tuple, Type, Union
@@ -105,6 +104,10 @@ class TrainingUnit:
     key: Optional[TrainingShape]
     """``shape`` where units of this shape can replay one captured step; None where the step's launches depend on
     more than its shape."""
+
+    def render_keys(self) -> List[RenderKey]:
+        """What decides each view's intersection count in this unit's render (``RenderKey``)."""
+        return [RenderKey(view, self.shape.width, self.shape.height, self.shape.gaussians) for view in self.views]
 
 
 NEAR_PLANE = 0.01
@@ -337,14 +340,20 @@ class OdinSplatfactoModel(SplatfactoModel):
             return None
         return min(self.step // self.config.sh_degree_interval, self.config.sh_degree)
 
-    def _rasterization_inputs(self, camera: Cameras) -> Dict:
-        """gsplat ``rasterization`` keyword arguments for the (cropped) Gaussians seen from ``camera``."""
+    def _rendered_size(self, camera: Cameras) -> Tuple[int, int, torch.Tensor]:
+        """(width, height, intrinsics [C, 3, 3]) at which ``camera`` renders now (training: after the resolution
+        warm-up, whose long side it records; the ground truth is downscaled by the same factor)."""
         full_width, full_height = image_size(camera)
-        if self.training:  # the ground truth is downscaled by the same factor (get_gt_img), after this render
+        if self.training:
             self._image_long_side = max(full_width, full_height)
         scale = 1 / self._get_downscale_factor()
         width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
         Ks = self.full_resolution_intrinsics(camera) if scale == 1.0 else scaled_intrinsics(camera, scale)
+        return width, height, Ks
+
+    def _rasterization_inputs(self, camera: Cameras) -> Dict:
+        """gsplat ``rasterization`` keyword arguments for the (cropped) Gaussians seen from ``camera``."""
+        width, height, Ks = self._rendered_size(camera)
         return dict(
             **self._gaussian_inputs(),
             viewmats=self.view_matrices(camera),
@@ -379,14 +388,8 @@ class OdinSplatfactoModel(SplatfactoModel):
         same work whatever their views; such a unit's shape is its ``key`` for a captured step, None where its
         launches depend on more (a view without a count yet, the camera optimizer, the bilateral grid)."""
         views = training_views(camera)
-        full_width, full_height = image_size(camera)
-        self._image_long_side = max(full_width, full_height)
-        scale = 1 / self._get_downscale_factor()
-        width, height = int(full_width * scale), int(full_height * scale)  # as Cameras.rescale_output_resolution
-        inputs = {
-            "Ks": self.full_resolution_intrinsics(camera) if scale == 1.0 else scaled_intrinsics(camera, scale),
-            "backgrounds": self._training_backgrounds(camera),
-        }
+        width, height, Ks = self._rendered_size(camera)
+        inputs = {"Ks": Ks, "backgrounds": self._training_backgrounds(camera)}
         fixed_poses = self.camera_optimizer.config.mode == "off"
         if fixed_poses:
             inputs["viewmats"] = self.view_matrices(camera)
@@ -427,8 +430,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         """Hand the budget the intersection counts of ``unit``'s render with a shared capacity (read late, never
         waited for; a render sized per view observed its own)."""
         if unit.shape.capacity is not None:
-            keys = [RenderKey(view, unit.shape.width, unit.shape.height, unit.shape.gaussians) for view in unit.views]
-            self._presized.budget.observe(keys, unit.shape.capacity, self.info["intersection_counts"])
+            self._presized.budget.observe(unit.render_keys(), unit.shape.capacity, self.info["intersection_counts"])
 
     def _training_outputs(self, unit: TrainingUnit, inputs: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
         """Render ``unit``'s views from ``inputs``, composite them over their backgrounds; the render's info goes to
@@ -447,8 +449,7 @@ class OdinSplatfactoModel(SplatfactoModel):
                     render, alpha, info = self._rasterize(render_inputs, shape.render_mode)
                 info["intersection_counts"] = counts.counts
             else:
-                keys = [RenderKey(view, shape.width, shape.height, shape.gaussians) for view in unit.views]
-                with self._presized.render(keys):
+                with self._presized.render(unit.render_keys()):
                     render, alpha, info = self._rasterize(render_inputs, shape.render_mode)
         self.info = info
         self.strategy.step_pre_backward(self.gauss_params, self.optimizers, self.strategy_state, self.step, info)

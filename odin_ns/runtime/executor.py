@@ -358,11 +358,14 @@ class OdinRuntime:
         start = self._clock.now()
         loss, visible = compute_fn(views)
         trace.add_span(span, start, self._clock.now())
+        return loss, visible, self._staging(views, in_flight_buffers)
+
+    def _staging(self, views: Views, in_flight_buffers: Iterable[torch.Tensor]) -> Staging:
+        """The gradients a compute left in its shadow views, checked for WAW/WAR and packed into the unit's table."""
         staged = staged_gradients(views)
         check_private_staging({name: grad for name, grad in staged.items() if grad is not None}, self._params,
                               in_flight_buffers)
-        gradient_table, gradients = self.packed.gradient_table(staged)
-        return loss, visible, (gradient_table, gradients)
+        return self.packed.gradient_table(staged)
 
     def _unit_graphs(self, log: Callable[[str], None]) -> UnitGraphs:
         graphs = UnitGraphs(self.context.device, log=log, check=same_unit)
@@ -382,9 +385,7 @@ class OdinRuntime:
         def compute(inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Views]:
             views = shadow_views(self._params)
             loss, visible = captured.fn(views, inputs)
-            staged = staged_gradients(views)
-            check_private_staging({name: grad for name, grad in staged.items() if grad is not None}, self._params, ())
-            return (loss, visible, *self.packed.gradient_table(staged))
+            return (loss, visible, *self._staging(views, ()))
 
         start = self._clock.now()
         loss, visible, gradient_table, gradients = self.graphs.run(captured.key, captured.inputs, compute)
