@@ -269,7 +269,20 @@ def test_a_capture_whose_replay_is_not_the_eager_unit_is_said_once_and_units_run
 
 def test_the_check_accepts_gradients_within_atomic_rounding_and_names_what_differs():
     loss, rows, table = torch.tensor(0.5), torch.tensor([True, False]), torch.tensor([[1.0, -2.0], [0.0, 0.5]])
-    assert same_unit((loss, rows, table * (1 + 1e-6)), (loss, rows, table)) is None
-    assert "loss is 0.6" in same_unit((torch.tensor(0.6), rows, table), (loss, rows, table))
-    assert "sees 2 rows" in same_unit((loss, torch.tensor([True, True]), table), (loss, rows, table))
-    assert "gradients differ" in same_unit((loss, rows, table + 0.01), (loss, rows, table))
+    eager = (loss, rows, table)
+    assert same_unit((loss, rows, table * (1 + 1e-6)), eager, eager) is None
+    assert "loss is 0.6" in same_unit((torch.tensor(0.6), rows, table), eager, eager)
+    assert "sees 2 rows" in same_unit((loss, torch.tensor([True, True]), table), eager, eager)
+    difference = same_unit((loss, rows, table + torch.tensor([0.0, 0.01])), eager, eager)
+    assert "gradients differ" in difference and "(column 1)" in difference and "two eager runs by 0" in difference
+
+
+def test_the_check_measures_atomic_rounding_on_the_unit_itself():
+    """Where two eager runs of a unit differ (many atomic adds into one entry), a replay as far from the eager run is
+    accepted; one much farther is not, nor one whose loss moved where the eager losses did not."""
+    loss, rows, table = torch.tensor(0.5), torch.tensor([True, False]), torch.tensor([[1.0, -2.0], [0.0, 0.5]])
+    again = (loss, rows, table + 1e-3)  # 5e-4 of the largest entry: above GRADIENT_TOLERANCE
+    assert same_unit((loss, rows, table - 1e-3), (loss, rows, table), again) is None
+    assert "two eager runs by 0.0005" in same_unit((loss, rows, table + 0.01), (loss, rows, table), again)
+    assert same_unit((torch.tensor(0.5001), rows, table), (loss, rows, table), (torch.tensor(0.50005), rows, table)) is None
+    assert "loss is" in same_unit((torch.tensor(0.5001), rows, table), (loss, rows, table), again)
