@@ -227,7 +227,11 @@ class OdinPipeline(VanillaPipeline):
                 log=CONSOLE.log if self.context.is_main else lambda _: None,
             )
             graphs = self.runtime.graphs
-            if graphs is not None and graphs.capturing and not self.model.size_intersections_ahead():
+            views = self.datamanager.config.views_per_rank
+            if graphs is not None and graphs.capturing and views > 1:
+                graphs.disable(f"units of {views} views run eagerly: the GPU's work already hides their launches, and "
+                               "a captured step's presized intersections cost more than it saves (docs/results.md)")
+            elif graphs is not None and graphs.capturing and not self.model.size_intersections_ahead():
                 graphs.disable(f"units run eagerly: the '{self.model.renderer}' renderer sizes its tile "
                                "intersections on the host, which a captured step cannot")
             self.model.strategy.barrier = DrainingBarrier(self.runtime)

@@ -21,14 +21,11 @@ DENSIFY = dict(warmup_length=30, refine_every=10, reset_alpha_every=10, stop_spl
 steps after a reset), reset opacities at step 100: structural changes the captured units are recaptured after."""
 
 
-@pytest.mark.parametrize("views_per_rank", [1, 2])
-def test_every_replayed_step_computes_the_eager_step(tiny_scene: Path, tmp_path: Path, monkeypatch,
-                                                     views_per_rank: int):
+def test_every_replayed_step_computes_the_eager_step(tiny_scene: Path, tmp_path: Path, monkeypatch):
     """After each replay the same unit is computed eagerly on the same state and inputs (its outputs then put back,
     so training goes on from the replay's): the same loss and rows, the gradient table to the rounding of gsplat's
     atomic accumulation."""
-    trainer = in_process_trainer(tiny_scene, tmp_path, "cuda", views_per_rank=views_per_rank,
-                                 runtime_options={"mode": "sync"}, **DENSIFY)
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cuda", runtime_options={"mode": "sync"}, **DENSIFY)
     pipeline = trainer.pipeline
     checks = []
     replay = UnitGraphs.run
@@ -72,3 +69,13 @@ def test_units_with_the_camera_optimizer_run_eagerly_said_once(tiny_scene: Path,
     graphs = trainer.pipeline.runtime.graphs
     assert not graphs.capturing and "dense parameters" in graphs.stats.fallback
     assert graphs.stats.replayed == 0 and graphs.stats.captured == 0
+
+
+def test_units_of_several_views_run_eagerly_said_once(tiny_scene: Path, tmp_path: Path):
+    trainer = in_process_trainer(tiny_scene, tmp_path, "cuda", views_per_rank=2, runtime_options={"mode": "sync"})
+    for step in range(5):
+        run_step(trainer, step)
+    graphs = trainer.pipeline.runtime.graphs
+    assert not graphs.capturing and "units of 2 views run eagerly" in graphs.stats.fallback
+    assert graphs.stats.replayed == 0 and graphs.stats.captured == 0
+    assert trainer.pipeline.model._presized is None, "no capture, no presized intersections"

@@ -64,14 +64,24 @@ def test_presized_pairs_are_gsplats_in_gsplats_order_followed_by_padding(extra_s
     assert mask[:, :TILES_Y].all() and not mask[:, TILES_Y].any()
 
 
-def test_a_capacity_below_the_count_keeps_a_prefix_of_the_pairs_and_reports_the_count():
-    """The slots hold the pairs in the Gaussians' flat order before the sort, so an overflowing render keeps the
-    first ``capacity`` of them (whole Gaussians but the last one cut) and drops the rest."""
+def test_a_capacity_below_the_count_keeps_the_nearest_gaussians_pairs_and_reports_the_count():
+    """The slots hold each camera's pairs in depth order before the sort, cameras in order, so an overflowing render
+    keeps the pairs of the first cameras' nearest Gaussians (whole Gaussians but the last one cut) and drops the
+    farthest, which a front-to-back composite weights least."""
     means2d, radii, depths = projected(seed=1)
     per_gauss, keys, flat_ids, per_camera = presized_isect_tiles(means2d, radii, depths, TILE, TILES_X, TILES_Y, 300)
     assert int(per_camera.sum()) > 300 and keys.shape == (300,)
-    first_pairs = torch.repeat_interleave(torch.arange(per_gauss.numel()), per_gauss.reshape(-1).long())[:300]
-    assert torch.equal(torch.sort(flat_ids.long()).values, first_pairs)
+    by_depth = torch.sort(depths, dim=1, stable=True).indices + torch.arange(3)[:, None] * depths.shape[1]
+    flat_by_depth = by_depth.reshape(-1)
+    first_pairs = torch.repeat_interleave(flat_by_depth, per_gauss.reshape(-1)[flat_by_depth].long())[:300]
+    assert torch.equal(torch.sort(flat_ids.long()).values, torch.sort(first_pairs).values)
+
+
+def test_the_sort_takes_the_narrowest_integer_holding_camera_and_tile():
+    from odin_ns.rendering.presized import _narrowest_signed
+
+    assert _narrowest_signed(3 * 2**11) == torch.int16 and _narrowest_signed(2**15) == torch.int32
+    assert _narrowest_signed(2**31 - 1) == torch.int32 and _narrowest_signed(2**31) == torch.int64
 
 
 _TRITON = [pytest.param("cpu", id="triton-cpu", marks=pytest.mark.skipif(

@@ -104,29 +104,48 @@ def presized_isect_tiles(
     """gsplat's ``isect_tiles`` (unpacked, sorted) into ``capacity`` slots, with no host read.
 
     Returns tiles_per_gauss [C, N] int32, the sorted keys [capacity] int64 and flat Gaussian ids [capacity] int32
-    (keys over the grid extended by one row: ``tile_key_bits``; the slots past the count are padding), and each
-    camera's count [C] int64 on the device. Ties in depth keep the Gaussians' order, as gsplat's stable radix sort does.
+    (keys over the grid extended by one row: ``tile_key_bits``; the slots past the count are padding, flat id 0), and
+    each camera's count [C] int64 on the device. Ties in depth keep the Gaussians' order, as gsplat's stable radix
+    sort does.
 
     The counts and the slots come from ``odin_ns.kernels`` (``backend``: its dispatch): on CUDA one Triton launch
     each (the counts, then the fill, which writes each Gaussian's run of slots in place, as gsplat's kernel does), both
     computing the Gaussians' tile rectangles from their centres and radii; on the CPU, or with ``backend="torch"``,
-    torch, bitwise the same. What remains beyond gsplat's work is the sort: ``torch.sort`` has no bit range, so it
-    sorts all 64 bits of the keys where gsplat's radix sort takes only the ``32 + tile_bits + camera_bits`` in use,
-    and it sorts the keys alone, returning int64 indices that a gather applies to the ids, where gsplat sorts
-    (key, id) pairs.
+    torch, bitwise the same. gsplat's radix sort orders the pairs by (camera, tile, depth) over the key's
+    ``32 + tile_bits + camera_bits`` bits; ``torch.sort`` has no bit range and would take all 64. So the depth part
+    is sorted per Gaussian instead of per pair: each camera's Gaussians are sorted by depth (N keys, not one per
+    pair), the slots are filled in that order, and a stable sort by (camera, tile) alone, in the narrowest integer
+    that holds it, leaves each tile's pairs in depth order, ties in Gaussian order: gsplat's order. A capacity below
+    the count keeps each camera's nearest Gaussians' pairs, in camera order.
     """
     n_cameras, n_gaussians = radii.shape
     tile_bits = tile_key_bits(n_cameras, tile_width, tile_height)
-    counts = tile_intersection_counts(means2d, radii, tile_size, tile_width, tile_height, backend=backend)
+    # Culled Gaussians (radius 0) have no pairs; where their depth sorts them does not matter.
+    by_depth = torch.sort(depths, dim=1, stable=True).indices
+    depth_means = means2d.gather(1, by_depth[..., None].expand(-1, -1, 2))
+    depth_radii, depth_depths = radii.gather(1, by_depth), depths.gather(1, by_depth)
+    counts = tile_intersection_counts(depth_means, depth_radii, tile_size, tile_width, tile_height, backend=backend)
     ends = torch.cumsum(counts, 0)
     padding_key = ((n_cameras - 1) << (32 + tile_bits)) | ((tile_width * (tile_height + 1) - 1) << 32)
-    keys, flat_ids = fill_tile_intersections(
-        means2d, radii, ends, depths, tile_size, tile_width, tile_height, tile_bits, padding_key, capacity,
-        backend=backend,
+    keys, depth_ids = fill_tile_intersections(
+        depth_means, depth_radii, ends, depth_depths, tile_size, tile_width, tile_height, tile_bits, padding_key,
+        capacity, backend=backend,
     )
-    keys, order = torch.sort(keys, stable=True)
-    per_camera = counts.view(n_cameras, n_gaussians)
-    return per_camera.int(), keys, flat_ids[order], per_camera.sum(1)
+    order = torch.sort((keys >> 32).to(_narrowest_signed(padding_key >> 32)), stable=True).indices
+    flat_by_depth = (by_depth + torch.arange(n_cameras, device=radii.device)[:, None] * n_gaussians).reshape(-1)
+    real = torch.arange(capacity, device=radii.device) < ends[-1]
+    flat_ids = torch.where(real, flat_by_depth[depth_ids[order].long()], 0).int()
+    per_camera = torch.empty_like(counts).view(n_cameras, n_gaussians)
+    per_camera.scatter_(1, by_depth, counts.view(n_cameras, n_gaussians))
+    return per_camera.int(), keys[order], flat_ids, per_camera.sum(1)
+
+
+def _narrowest_signed(largest: int) -> torch.dtype:
+    """The narrowest signed integer type holding 0..``largest``: a radix sort takes as many passes as its bits."""
+    for dtype in (torch.int16, torch.int32):
+        if largest <= torch.iinfo(dtype).max:
+            return dtype
+    return torch.int64
 
 
 def padded_tile_mask(n_cameras: int, tile_width: int, tile_height: int, device: torch.device) -> torch.Tensor:
