@@ -195,10 +195,11 @@ def plot(results: Dict[str, Dict], names: List[str], path: Path) -> None:
         axis.set_xlabel(label)
         axis.grid(alpha=0.3)
     axes[0].set_ylabel("held-out PSNR (dB)")
-    axes[1].legend(loc="lower right")
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), frameon=False)  # below: off the curves
     low = min(point["psnr"] for name in names for point in results[name]["curve"])
     axes[0].set_ylim(max(low, target - 8.0), target + 1.5 if math.isfinite(target) else None)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.07 * math.ceil((len(names) + 1) / 3), 1, 1))
     figure.savefig(path, dpi=120)
 
 
