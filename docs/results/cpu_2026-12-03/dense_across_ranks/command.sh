@@ -8,3 +8,6 @@ python docs/results/cpu_2026-12-03/dense_across_ranks/dense_across_ranks.py 300 
 # Three more seeds (a third invocation, with the stored seeds 0-2 kept): output_seeds_0_to_5.txt holds its table over
 # all six.
 python docs/results/cpu_2026-12-03/dense_across_ranks/dense_across_ranks.py 300 3 4 5
+# Three more seeds (a fourth invocation, with the stored seeds 0-5 kept): output_seeds_0_to_8.txt holds its table over
+# all nine.
+python docs/results/cpu_2026-12-03/dense_across_ranks/dense_across_ranks.py 300 6 7 8
