@@ -43,6 +43,10 @@ class TimeToQualityCommand:
     """odin-splatfacto configurations, by views per step; stock always trains one view per step."""
     stock: bool = True
     """Train stock splatfacto (its final PSNR is the target line)."""
+    stock_from: Optional[Path] = None
+    """Take stock splatfacto's finished curve from this earlier results.json (same data, views and seed, on the same
+    machine kind) instead of training it: odin configurations can then be measured in later invocations against one
+    stock run. The entry keeps the file's path."""
     eval_every_views: int = 2_000
     """Score the held-out views after every this many training views (and after the last)."""
     seed: int = 0
@@ -57,7 +61,11 @@ class TimeToQualityCommand:
         started = time.perf_counter()
         results_path = self.out / "results.json"
         results: Dict[str, Dict] = json.loads(results_path.read_text()) if results_path.exists() else {}
-        names = ([STOCK] if self.stock else []) + [f"odin-b{views}" for views in self.views_per_step]
+        self.out.mkdir(parents=True, exist_ok=True)
+        if self.stock_from is not None:
+            results[STOCK] = earlier_stock(self.stock_from, self.views)
+            results_path.write_text(json.dumps(results, indent=2))
+        names = ([STOCK] if self.stock or self.stock_from else []) + [f"odin-b{views}" for views in self.views_per_step]
         for name in names:
             left = None if self.budget_s is None else self.budget_s - (time.perf_counter() - started)
             if results.get(name, {}).get("done"):
@@ -65,7 +73,6 @@ class TimeToQualityCommand:
             if left is not None and left <= 0:
                 break
             results[name] = self._train(name, results.get(name), left)
-            self.out.mkdir(parents=True, exist_ok=True)
             results_path.write_text(json.dumps(results, indent=2))
         finished = [name for name in names if results.get(name, {}).get("done")]
         print(summary_table(results, finished))
@@ -127,6 +134,21 @@ class TimeToQualityCommand:
         trainer = config.setup(local_rank=0, world_size=1)
         trainer.setup()
         return trainer
+
+
+def earlier_stock(path: Path, views: int) -> Dict:
+    """Stock's finished entry of the time-to-quality results at ``path``, trained to ``views`` views (SystemExit in
+    one line otherwise)."""
+    try:
+        entry = json.loads(Path(path).read_text()).get(STOCK)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: --stock-from {path}: {error}") from None
+    if not entry or not entry.get("done"):
+        raise SystemExit(f"error: --stock-from {path}: no finished stock run in it")
+    if entry["curve"][-1]["views"] != views:
+        raise SystemExit(f"error: --stock-from {path}: stock trained to {entry['curve'][-1]['views']:,} views, this "
+                         f"run to {views:,}")
+    return {**entry, "from": str(path)}
 
 
 def synchronize() -> None:
