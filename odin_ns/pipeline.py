@@ -228,12 +228,13 @@ class OdinPipeline(VanillaPipeline):
             )
             graphs = self.runtime.graphs
             views = self.datamanager.config.views_per_rank
-            if graphs is not None and graphs.capturing and views > 1:
-                graphs.disable(f"units of {views} views run eagerly: the GPU's work already hides their launches, and "
-                               "captured ones trained slower (docs/results.md, 'Time to quality')")
-            elif graphs is not None and graphs.capturing and not self.model.size_intersections_ahead():
-                graphs.disable(f"units run eagerly: the '{self.model.renderer}' renderer sizes its tile "
-                               "intersections on the host, which a captured step cannot")
+            if graphs is not None and graphs.capturing:
+                if views > 1:
+                    graphs.disable(f"units of {views} views run eagerly: the GPU's work already hides their launches, "
+                                   "and captured ones trained slower (docs/results.md, 'Time to quality')")
+                elif not self.model.size_intersections_ahead():
+                    graphs.disable(f"units run eagerly: the '{self.model.renderer}' renderer sizes its tile "
+                                   "intersections on the host, which a captured step cannot")
             self.model.strategy.barrier = DrainingBarrier(self.runtime)
         return self.runtime
 

@@ -68,12 +68,12 @@ class RuntimeConfig:
     selective: only the Gaussians some view of the step saw, which skips that work but freezes the moments of rows
     a step did not see: faster, lower quality where Gaussians are seen rarely (docs/results.md)."""
     captured_units: bool = True
-    """sync mode on CUDA, one view per rank: replay each unit's forward, loss, backward and gradient packing from a CUDA graph while its
-    shapes repeat (recaptured after densification, pruning, opacity resets and resolution or SH-degree changes), so
-    the host no longer launches them one by one (``odin_ns.runtime.capture``); the overlapped modes, the CPU, units
-    of several views (whose launches hide behind their GPU work) and units that cannot be captured run eagerly, said
-    once in the log. With gsplat it sizes the tile intersections
-    ahead (``--pipeline.model.presized-intersections``)."""
+    """sync mode on CUDA, one view per rank: replay each unit's forward, loss, backward and gradient packing from a
+    CUDA graph while its shapes repeat (recaptured after densification, pruning, opacity resets and resolution or
+    SH-degree changes), so the host no longer launches them one by one (``odin_ns.runtime.capture``); the overlapped
+    modes, the CPU, units of several views (whose launches hide behind their GPU work) and units that cannot be
+    captured run eagerly, said once in the log. With gsplat it sizes the tile intersections ahead
+    (``--pipeline.model.presized-intersections``)."""
     timeout_s: float = 600.0
     """A rank waiting longer than this on a collective (a peer died or hung) exits with an error naming it."""
     read_scopes: ReadScopes = "measured"
