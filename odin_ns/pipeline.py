@@ -112,6 +112,9 @@ class OdinPipeline(VanillaPipeline):
         camera, batch = self.datamanager.next_train(step)
         model = self.model
         unit = model.training_unit(camera, batch, shared_capacity=runtime.graphs is not None and runtime.graphs.capturing)
+        strategy = model.strategy
+        accumulates = strategy.accumulates(step)
+        key = None if unit.key is None else (unit.key, accumulates)  # a graph per shape, with or without statistics
         if self._produced_version != runtime.structure_version:  # the graphs that wrote them were dropped
             self._produced.clear()
             self._produced_version = runtime.structure_version
@@ -121,7 +124,7 @@ class OdinPipeline(VanillaPipeline):
                 outputs, losses = model.unit_losses(unit, inputs)
             loss = torch.stack(list(losses.values())).sum() if len(losses) > 1 else next(iter(losses.values()))
             loss.backward()
-            self._produced[unit.key] = (outputs, losses, model.info)
+            self._produced[key] = (outputs, losses, model.info)
             return loss.detach(), model.updated_rows()
 
         def compute(views: Dict[str, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -138,9 +141,20 @@ class OdinPipeline(VanillaPipeline):
             viewmats, intrinsics = model.view_matrices(camera), model.full_resolution_intrinsics(camera)
             return pinhole_sensitivity(views["means"], viewmats, intrinsics)
 
-        loss = runtime.run_unit(step, compute, read_scope, sensitivity, CapturedCompute(unit.key, unit.inputs, compute_from))
+        def accumulate_statistics() -> None:
+            strategy.accumulate_statistics(model.gauss_params, model.strategy_state, model.info)
+
+        captured = CapturedCompute(
+            key,
+            unit.inputs,
+            compute_from,
+            effect=accumulate_statistics if accumulates else None,
+            effect_state=lambda: strategy.statistics(model.strategy_state),
+        )
+        loss = runtime.run_unit(step, compute, read_scope, sensitivity, captured)
+        strategy.statistics_accumulated = accumulates
         # a replayed unit ran no Python: what its compute produced are the tensors its graph rewrote in place
-        outputs, losses, model.info = self._produced[unit.key]
+        outputs, losses, model.info = self._produced[key]
         model.observe_intersections(unit)
         for group in optimizers.parameters:
             if group not in GAUSSIAN_GROUPS:

@@ -80,6 +80,9 @@ class OdinStrategy(DefaultStrategy):
     """DefaultStrategy that drains to a barrier before densify/prune/reset and seeds its splits by step."""
 
     barrier: StructuralBarrier = NoBarrier()
+    statistics_accumulated: bool = False
+    """Set by a training loop that accumulated this step's statistics itself (``accumulate_statistics``, inside
+    the unit's graph): the step's ``step_post_backward`` then only reads them."""
     _changing_structure: bool = False
     _refining: bool = False
 
@@ -116,13 +119,26 @@ class OdinStrategy(DefaultStrategy):
         self._changing_structure = False
         self.barrier.after_change(params)
 
+    def accumulates(self, step: int) -> bool:
+        """Whether ``step_post_backward`` at ``step`` accumulates the statistics (gsplat's condition)."""
+        return step < self.refine_stop_iter
+
     def _update_state(self, params, state, info, packed=False) -> None:
+        if packed:
+            raise ValueError("OdinStrategy accumulates statistics from unpacked rasterization only")
+        if self.statistics_accumulated:
+            self.statistics_accumulated = False
+        else:
+            self.accumulate_statistics(params, state, info)
+        if self._changing_structure:
+            self.barrier.before_change(state, refines=self._refining)
+
+    def accumulate_statistics(self, params, state, info) -> None:
         """gsplat's running statistics, accumulated with dense masked sums instead of gsplat's ``torch.where`` over
         the visible (camera, Gaussian) pairs: the same sums, with no host synchronisation (the number of visible pairs
         never has to reach the host). Per step each Gaussian gets the sum over cameras of its gradient norms, the
-        number of cameras that see it, and the largest normalised radius."""
-        if packed:
-            raise ValueError("OdinStrategy accumulates statistics from unpacked rasterization only")
+        number of cameras that see it, and the largest normalised radius. Device work on tensors that stay in place
+        once made: a captured unit replays it."""
         gradient = info[self.key_for_gradient]
         grads = (gradient.absgrad if self.absgrad else gradient.grad) * self._screen_scale(info, gradient.device)
         n_gaussian = len(list(params.values())[0])
@@ -134,9 +150,11 @@ class OdinStrategy(DefaultStrategy):
         state["count"] += seen.sum(0)
         if self.refine_scale2d_stop_iter > 0:  # an unseen Gaussian's radius is 0: no mask needed
             radii = info["radii"] / float(max(info["width"], info["height"]))
-            state["radii"] = torch.maximum(state["radii"], radii.amax(0))
-        if self._changing_structure:
-            self.barrier.before_change(state, refines=self._refining)
+            torch.maximum(state["radii"], radii.amax(0), out=state["radii"])
+
+    def statistics(self, state) -> list:
+        """The statistics tensors ``accumulate_statistics`` writes (those made so far)."""
+        return [state[key] for key in ("grad2d", "count", "radii") if torch.is_tensor(state.get(key))]
 
     def _screen_scale(self, info: Dict[str, Any], device: torch.device) -> torch.Tensor:
         """float32 [2]: gsplat's factors from normalised to pixel gradients (x, y), kept on the device per image size

@@ -12,7 +12,7 @@ import torch
 
 from odin_ns.comm.context import DistContext
 from odin_ns.runtime import capture as capture_module
-from odin_ns.runtime.capture import CapturedCompute, UnitGraphs, same_unit
+from odin_ns.runtime.capture import CapturedCompute, UnitEffect, UnitGraphs, same_unit
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.optimizer import ScopedAdam
 
@@ -151,6 +151,44 @@ def test_a_key_whose_inputs_change_shape_is_refused_naming_the_input():
     graphs.run("k", {"x": torch.tensor([1.0])}, fn)
     with pytest.raises(ValueError, match="input 'x' of a unit of key 'k' is torch.float32 \\(2,\\)"):
         graphs.run("k", {"x": torch.tensor([1.0, 2.0])}, fn)
+
+
+def summing_effect(total: torch.Tensor) -> UnitEffect:
+    """An effect adding each unit's output into ``total`` (as a publication steps its table)."""
+    return UnitEffect(lambda outputs, inputs: total.add_(outputs["y"]), lambda: [total])
+
+
+def test_a_units_effect_happens_once_whether_it_ran_eagerly_was_captured_or_replayed():
+    """The capture's eager runs and the stand-in's run at capture are undone: the state sums each unit once."""
+    total = torch.zeros(1)
+    graphs = UnitGraphs(torch.device("cpu"), graph_factory=ReplayingGraph, check=same_doubled)
+    for value in (1.0, 2.0, 3.0, 4.0):
+        graphs.run("k", {"x": torch.tensor([value])}, doubled([]), summing_effect(total))
+    assert (graphs.stats.eager, graphs.stats.captured, graphs.stats.replayed) == (1, 1, 2)
+    assert total.item() == 2 * (1 + 2 + 3 + 4)
+
+
+def test_a_replay_whose_effect_is_not_the_eager_effect_is_said_once_and_the_unit_runs_eagerly():
+    """A graph whose effect missed a kernel (here: one that added the unit twice) is caught at its first replay by
+    applying the effect eagerly to the replay's outputs; the state keeps each unit once."""
+    said = []
+    total = torch.zeros(1)
+
+    class DoublingGraph(ReplayingGraph):
+        def replay(self) -> None:
+            super().replay()
+            total.add_(self._outputs["y"])
+
+    graphs = UnitGraphs(torch.device("cpu"), graph_factory=DoublingGraph, log=said.append, check=same_doubled)
+    for value in (1.0, 2.0, 3.0):
+        graphs.run("k", {"x": torch.tensor([value])}, doubled([]), summing_effect(total))
+    assert said == ["units run eagerly: a replayed unit is not the eager unit (its effect on state tensor 0 (1,) "
+                    "differs from the eager effect in 1 entries)"]
+    assert total.item() == 2 * (1 + 2 + 3) and graphs.stats.captured == 0 and not graphs.capturing
+
+
+def same_doubled(replayed, eager, eager_again) -> str | None:
+    return None if torch.equal(replayed["y"], eager["y"]) else "y differs"
 
 
 # --------------------------------------------------------------------------------------- the runtime's sync path

@@ -30,9 +30,9 @@ def test_every_replayed_step_computes_the_eager_step(tiny_scene: Path, tmp_path:
     checks = []
     replay = UnitGraphs.run
 
-    def run_and_check(self, key, inputs, fn):
+    def run_and_check(self, key, inputs, fn, effect=None):
         replayed = self.stats.replayed
-        out = replay(self, key, inputs, fn)
+        out = replay(self, key, inputs, fn, effect)
         if self.stats.replayed > replayed:
             loss, visible, table = (tensor.clone() for tensor in out[:3])
             produced = dict(pipeline._produced)

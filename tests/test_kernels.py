@@ -192,6 +192,29 @@ def test_drift_of_the_complement_then_the_scope_is_bitwise_the_dense_step(case, 
         assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("n", [1, 1000])
+@pytest.mark.parametrize("fraction", [None, 0.3])
+def test_packed_adam_step_from_device_values_is_bitwise_the_scalar_step(case, n, fraction):
+    """The whole-table step whose step-dependent values come from a device tensor (what a captured unit replays) is
+    bitwise the step taking them as host scalars, dense and over a rows bitmap (rows outside it untouched)."""
+    backend, device = case
+    rng = np.random.default_rng(n + 5)
+    columns = _splatfacto_columns(scale=1.0)
+    arrays = [rng.standard_normal((n, 59)).astype(np.float32) for _ in range(3)] + [rng.random((n, 59)).astype(np.float32)]
+    rows = None if fraction is None else to_device_bitmap(random_mask(rng, (n,), fraction), device)
+    scalar = [torch.from_numpy(a.copy()).to(device) for a in arrays]
+    from_device = [torch.from_numpy(a.copy()).to(device) for a in arrays]
+    for step in (1, 2, 9):
+        K.packed_adam_step(*scalar, rows, columns, 0.9, 0.999, step, backend=backend)
+        hyper = K.packed_adam_hyper(columns, 59, 0.9, 0.999, step).to(device)
+        K.packed_adam_step_from(*from_device, rows, hyper, 0.9, 0.999, backend=backend)
+    for got, want in zip(from_device, scalar):
+        assert torch.equal(got, want)
+    if rows is not None:
+        unselected = ~K.bitmap_to_mask(rows, n)
+        assert torch.equal(from_device[0][unselected], torch.from_numpy(arrays[0]).to(device)[unselected])
+
+
 def _splatfacto_columns(scale: float) -> list:
     widths = (3, 3, 4, 3, 45, 1)
     edges = np.cumsum((0, *widths))
@@ -403,6 +426,10 @@ def test_nonfinite_columns_record_the_first_unit_of_nan_and_inf_only(case):
     want[[5, 40, 58]], want[6] = 4, 9
     assert torch.equal(record.cpu(), want)
     assert K.record_nonfinite_columns(table[:0], record, 10, backend=backend) is record  # no rows: nothing to read
+    table[3, 7] = float("nan")  # the unit read from the device, as a captured unit's record reads it
+    record = K.record_nonfinite_columns(table, record, torch.tensor(12, device=device), backend=backend)
+    want[7] = 12
+    assert torch.equal(record.cpu(), want)
 
 
 def test_rows_outside_their_predicted_buckets_record_the_unit(case):

@@ -60,3 +60,23 @@ def test_several_cameras_per_step_sum_like_gsplat_and_keep_the_largest_radius_of
     largest = torch.stack([info["radii"].amax(0) for info in infos]).amax(0) / float(max(WIDTH, HEIGHT))
     assert torch.equal(odin_state["radii"], largest)
     assert not torch.equal(gsplat_state["radii"], largest)  # gsplat's last-camera-wins, which this case exercises
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA")])])
+def test_a_training_step_accumulates_its_renders_statistics_once(tiny_scene, tmp_path, device: str):
+    """The unit accumulates its render's statistics (inside its graph where units are captured) and the strategy's
+    callback then leaves them: before the first refinement each Gaussian's count is the number of steps whose
+    render saw it."""
+    from odin_ns.in_process import in_process_trainer, run_step
+
+    trainer = in_process_trainer(tiny_scene, tmp_path, device)
+    model = trainer.pipeline.model
+    seen = 0
+    for step in range(30):  # the tiny scene's 21 training views counted, then captured units on CUDA
+        run_step(trainer, step)
+        seen += int((model.info["radii"] > 0).sum())
+    assert not any(model.strategy.refines(step) for step in range(30)), "no refinement zeroed the counts"
+    assert int(model.strategy_state["count"].sum()) == seen
+    if device == "cuda":
+        assert trainer.pipeline.runtime.graphs.stats.replayed > 0

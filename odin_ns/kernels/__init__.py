@@ -6,7 +6,14 @@ otherwise. Force one with ``backend="triton"|"torch"`` or the ``ODIN_KERNELS`` e
 
 import torch
 
-from odin_ns.kernels.adam import ColumnGroup, PackedAdam, packed_adam_step, selective_adam_step
+from odin_ns.kernels.adam import (
+    ColumnGroup,
+    PackedAdam,
+    packed_adam_hyper,
+    packed_adam_step,
+    packed_adam_step_from,
+    selective_adam_step,
+)
 from odin_ns.kernels.bitmap import (
     BITS_PER_WORD,
     bitmap_and,
@@ -45,7 +52,9 @@ __all__ = [
     "num_words",
     "overlap_ratio",
     "pack_columns",
+    "packed_adam_hyper",
     "packed_adam_step",
+    "packed_adam_step_from",
     "PackedAdam",
     "pack_bitmap",
     "record_nonfinite_columns",

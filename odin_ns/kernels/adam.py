@@ -234,6 +234,45 @@ def packed_adam_step(
         )
 
 
+@torch.no_grad()
+def packed_adam_step_from(
+    param: torch.Tensor,
+    grad: torch.Tensor,
+    exp_avg: torch.Tensor,
+    exp_avg_sq: torch.Tensor,
+    rows: torch.Tensor | None,
+    hyper: torch.Tensor,
+    beta1: float,
+    beta2: float,
+    backend: str = "auto",
+) -> None:
+    """``packed_adam_step`` of the whole table whose step-dependent values are ``hyper`` (``packed_adam_hyper``'s
+    values on ``param``'s device): no host value changes from step to step, so a CUDA graph that records this launch
+    steps correctly at every replay once ``hyper`` is rewritten. Triton or torch; torch's is torch Adam op for op
+    with those fp32 values, which are what its scalars round to, so both are bitwise the scalar step."""
+    if param.dim() != 2:
+        raise ValueError(f"packed_adam_step_from needs a [N, C] table, got {tuple(param.shape)}")
+    width = param.shape[1]
+    if hyper.shape != (2 * width + 1,) or hyper.dtype != torch.float32 or hyper.device != param.device:
+        raise ValueError(f"hyper must be float32 [{2 * width + 1}] on {param.device}, got {hyper.dtype} "
+                         f"{tuple(hyper.shape)} on {hyper.device}")
+    lo, hi = _checked_step(param, grad, exp_avg, exp_avg_sq, rows, 1, None)
+    grad = grad.contiguous()
+    if resolve_backend(backend, param) == "triton":
+        _launch_packed_adam(param, grad, exp_avg, exp_avg_sq, rows, False, beta1, beta2, lo, hi, hyper)
+        return
+    negative_step, eps, bias_correction2_sqrt = hyper[:width], hyper[width : 2 * width], hyper[2 * width]
+    p, m, v = (t.clone() for t in (param, exp_avg, exp_avg_sq)) if rows is not None else (param, exp_avg, exp_avg_sq)
+    m.lerp_(grad, 1 - beta1)
+    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
+    p.add_(negative_step * m / denom)  # addcdiv's order: (value * tensor1) / tensor2, then added
+    if rows is not None:
+        selected = bitmap_to_mask(rows, param.shape[0], backend="torch")[:, None]
+        for target, updated in zip((param, exp_avg, exp_avg_sq), (p, m, v)):
+            target.copy_(torch.where(selected, updated, target))
+
+
 class PackedAdam:
     """``packed_adam_step`` for a caller that steps the same tables again and again (a training run's publications):
     with ``capture`` on CUDA, a launch whose operands (tables, row bitmap, row range, betas) come back a second time

@@ -16,15 +16,20 @@ from odin_ns.kernels.first_sightings import lower_first_sightings
 
 
 def record_nonfinite_columns(
-    table: torch.Tensor, first_unit: torch.Tensor, unit_id: int, backend: str = "auto"
+    table: torch.Tensor, first_unit: torch.Tensor, unit_id: int | torch.Tensor, backend: str = "auto"
 ) -> torch.Tensor:
     """``first_unit`` (int64 [C], ``NEVER`` where unseen) with ``unit_id`` recorded for every column of ``table``
     [N, C] that holds NaN, +Inf or -Inf: the minimum of the two. Triton updates ``first_unit`` in place and returns
-    it; torch returns a new tensor."""
+    it; torch returns a new tensor. ``unit_id`` may be an int64 scalar tensor on the table's device (read there: a
+    launch a CUDA graph replays for every unit)."""
     if table.dim() != 2 or first_unit.shape != (table.shape[1],) or first_unit.dtype != torch.int64:
         raise ValueError(f"need a table [N, C] and an int64 [C] record, got {tuple(table.shape)} and "
                          f"{first_unit.dtype} {tuple(first_unit.shape)}")
-    if unit_id < 0:
+    if isinstance(unit_id, torch.Tensor):
+        if unit_id.shape != () or unit_id.dtype != torch.int64 or unit_id.device != table.device:
+            raise ValueError(f"a unit id tensor is an int64 scalar on {table.device}, got {unit_id.dtype} "
+                             f"{tuple(unit_id.shape)} on {unit_id.device}")
+    elif unit_id < 0:
         raise ValueError(f"unit ids are >= 0, got {unit_id}")
     if table.shape[0] == 0:
         return first_unit

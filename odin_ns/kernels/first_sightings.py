@@ -14,7 +14,7 @@ NEVER = torch.iinfo(torch.int64).max
 """The record of an item never seen."""
 
 
-def lower_first_sightings(first_unit: torch.Tensor, seen: torch.Tensor, unit_id: int) -> torch.Tensor:
+def lower_first_sightings(first_unit: torch.Tensor, seen: torch.Tensor, unit_id: int | torch.Tensor) -> torch.Tensor:
     """``first_unit`` (int64 [items]) with ``unit_id`` recorded for the items of bool ``seen`` [items] (a new
     tensor)."""
     return torch.where(seen, first_unit.clamp(max=unit_id), first_unit)

@@ -325,9 +325,12 @@ def _isect_fill_kernel(
 
 @triton.jit
 def _nonfinite_columns_kernel(table_ptr, first_ptr, n_rows, n_cols, unit, BLOCK_R: tl.constexpr,
-                              BLOCK_C: tl.constexpr):
+                              BLOCK_C: tl.constexpr, UNIT_IN_MEMORY: tl.constexpr):
     """Program p reads rows [p * BLOCK_R, (p + 1) * BLOCK_R) of every column; a column holding NaN or Inf there
-    lowers its record to ``unit`` (x - x is 0 for every finite x and NaN for NaN and both infinities)."""
+    lowers its record to ``unit`` (x - x is 0 for every finite x and NaN for NaN and both infinities); with
+    ``UNIT_IN_MEMORY`` ``unit`` points at it."""
+    if UNIT_IN_MEMORY:
+        unit = tl.load(unit)
     rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.arange(0, BLOCK_C)
     in_table = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
@@ -532,11 +535,12 @@ def fill_tile_intersections(
     return keys, flat_ids
 
 
-def record_nonfinite_columns(table: torch.Tensor, first_unit: torch.Tensor, unit_id: int) -> None:
+def record_nonfinite_columns(table: torch.Tensor, first_unit: torch.Tensor, unit_id: int | torch.Tensor) -> None:
     """One launch over the table; atomics only where a column holds a non-finite value."""
     n_rows, n_cols = table.shape
     _nonfinite_columns_kernel[(triton.cdiv(n_rows, FINITE_ROWS),)](
         table, first_unit, n_rows, n_cols, unit_id, BLOCK_R=FINITE_ROWS, BLOCK_C=triton.next_power_of_2(n_cols),
+        UNIT_IN_MEMORY=isinstance(unit_id, torch.Tensor),
     )
 
 

@@ -67,6 +67,18 @@ class CudaGraph:
         self._graph.replay()
 
 
+@dataclass(frozen=True)
+class UnitEffect:
+    """What a unit writes besides its outputs, replayed with its compute: ``apply(outputs, inputs)`` updates
+    ``state()``'s tensors in place from the compute's outputs (an optimizer step, running statistics). Its device
+    work must be a function of ``outputs``, ``inputs`` and ``state()`` alone: a graph replays the launches recorded at
+    capture, with the host values of that moment."""
+
+    apply: Callable[[Any, Inputs], None]
+    state: Callable[[], list[torch.Tensor]]
+    """The tensors ``apply`` writes (snapshotted while a capture is checked: the unit's effect must happen once)."""
+
+
 @dataclass
 class _Captured:
     graph: Graph
@@ -129,12 +141,12 @@ class UnitGraphs:
         """Run every later unit eagerly, saying ``reason`` (once)."""
         self._fall_back(reason)
 
-    def run(self, key: Hashable | None, inputs: Inputs, fn: CapturableFn) -> Any:
-        """``fn(inputs)``: eagerly (key None, the key's first unit, capture off) or from the key's graph, whose static
-        inputs take ``inputs``' values first. Returns ``fn``'s outputs, or the graph's."""
+    def run(self, key: Hashable | None, inputs: Inputs, fn: CapturableFn, effect: UnitEffect | None = None) -> Any:
+        """``fn(inputs)`` then ``effect`` (if any) of its outputs: eagerly (key None, the key's first unit, capture
+        off) or from the key's graph, whose static inputs take ``inputs``' values first. Returns ``fn``'s outputs, or
+        the graph's."""
         if key is None or not self.capturing:
-            self.stats.eager += 1
-            return fn(inputs)
+            return self._eager(inputs, fn, effect)
         captured = self._graphs.get(key)
         if captured is not None:
             self._graphs.move_to_end(key)
@@ -144,9 +156,8 @@ class UnitGraphs:
             return captured.outputs
         if key not in self._seen:
             self._seen.add(key)
-            self.stats.eager += 1
-            return fn(inputs)
-        return self._capture(key, inputs, fn)
+            return self._eager(inputs, fn, effect)
+        return self._capture(key, inputs, fn, effect)
 
     def rebind(self) -> None:
         """Drop every graph and every key seen: a structural change replaced what they read and write."""
@@ -154,28 +165,46 @@ class UnitGraphs:
         self._graphs.clear()
         self._seen.clear()
 
-    def _capture(self, key: Hashable, inputs: Inputs, fn: CapturableFn) -> Any:
+    def _eager(self, inputs: Inputs, fn: CapturableFn, effect: UnitEffect | None) -> Any:
+        self.stats.eager += 1
+        outputs = fn(inputs)
+        if effect is not None:
+            effect.apply(outputs, inputs)
+        return outputs
+
+    def _capture(self, key: Hashable, inputs: Inputs, fn: CapturableFn, effect: UnitEffect | None) -> Any:
         while len(self._graphs) >= self._max_graphs:
             self._graphs.popitem(last=False)
             self.stats.dropped += 1
         eager = None
         if self._check is not None:  # what the graph's first replay must give, and how far apart eager runs are
             eager = fn(inputs), fn(inputs)
+        before = _snapshot(effect)
         static = {name: tensor.clone() for name, tensor in inputs.items()}
         graph = self._graph_factory()
+
+        def unit() -> Any:
+            outputs = fn(static)
+            if effect is not None:
+                effect.apply(outputs, static)
+            return outputs
+
         try:
-            outputs = graph.capture(lambda: fn(static))
+            outputs = graph.capture(unit)
         except Exception as error:  # noqa: BLE001 - whatever capture refuses, the unit still runs eagerly
             self._fall_back(f"units run eagerly: their capture failed ({type(error).__name__}: "
                             f"{str(error).splitlines()[0] if str(error) else 'no message'})")
-            self.stats.eager += 1
-            return fn(inputs)
-        graph.replay()  # capture records the launches without running them
+            _restore(effect, before)
+            return self._eager(inputs, fn, effect)
+        _restore(effect, before)  # capture records the launches without running them (a stand-in may run them)
+        graph.replay()
         difference = None if eager is None else self._check(outputs, *eager)
+        if difference is None and effect is not None:
+            difference = _same_effect(effect, outputs, static, before)
         if difference is not None:
             self._fall_back(f"units run eagerly: a replayed unit is not the eager unit ({difference})")
-            self.stats.eager += 1
-            return fn(inputs)  # run again: the caller keeps what the unit's last run produced
+            _restore(effect, before)
+            return self._eager(inputs, fn, effect)  # run again: the caller keeps what the unit's last run produced
         self._graphs[key] = _Captured(graph, static, outputs)
         self.stats.captured += 1
         return outputs
@@ -185,6 +214,30 @@ class UnitGraphs:
             self.stats.fallback = reason
             self._graphs.clear()
             self._log(reason)
+
+
+def _snapshot(effect: UnitEffect | None) -> list[torch.Tensor]:
+    return [] if effect is None else [tensor.clone() for tensor in effect.state()]
+
+
+def _restore(effect: UnitEffect | None, snapshot: list[torch.Tensor]) -> None:
+    if effect is not None:
+        for tensor, saved in zip(effect.state(), snapshot):
+            tensor.copy_(saved)
+
+
+def _same_effect(effect: UnitEffect, outputs: Any, inputs: Inputs, before: list[torch.Tensor]) -> str | None:
+    """Whether the replay's effect is, bit for bit, the effect applied eagerly to the replay's own outputs from the
+    state before it (elementwise steps and sums of one term: no rounding may differ); how it differs, or None. Leaves
+    the eager effect in place."""
+    replayed = [tensor.clone() for tensor in effect.state()]
+    _restore(effect, before)
+    effect.apply(outputs, inputs)
+    for index, (tensor, value) in enumerate(zip(effect.state(), replayed)):
+        if not torch.equal(tensor, value):
+            changed = int((tensor != value).sum())
+            return f"its effect on state tensor {index} {tuple(tensor.shape)} differs from the eager effect in {changed} entries"
+    return None
 
 
 def _copy_inputs(static: dict[str, torch.Tensor], inputs: Inputs, key: Hashable) -> None:
@@ -208,6 +261,11 @@ class CapturedCompute:
     key: Hashable | None
     inputs: Inputs
     fn: Callable[[dict[str, torch.Tensor], Inputs], tuple[torch.Tensor, torch.Tensor]]
+    effect: Callable[[], None] | None = None
+    """What the unit also writes after its compute (the densification statistics, from the render it left), as a
+    function of the tensors its compute produced and of state that stays in place: it goes into the unit's graph
+    with the compute. Its ``effect_state`` are the tensors it writes."""
+    effect_state: Callable[[], list[torch.Tensor]] = list
 
 
 GRADIENT_TOLERANCE = 1e-4

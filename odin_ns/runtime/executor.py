@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from odin_ns.comm.context import DistContext
-from odin_ns.runtime.capture import CapturedCompute, UnitGraphs, same_unit
+from odin_ns.runtime.capture import CapturedCompute, UnitEffect, UnitGraphs, same_unit
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.comm.collectives import consecutive_runs
 from odin_ns.runtime.exchange import GradientExchange, InFlightExchange, StagedUnit, StaleUnitError, check_version
@@ -56,6 +56,10 @@ from odin_ns.sync.predicted import ReadPredictor, ScopeGuard
 from odin_ns.sync.scopes import scope_of
 
 __all__ = ["OdinRuntime", "StaleUnitError"]
+
+RUNTIME_HYPER = "runtime.adam_hyper"
+RUNTIME_UNIT = "runtime.unit"
+"""The inputs a unit published in its graph takes from the runtime (named apart from the unit's own)."""
 
 Views = dict[str, torch.Tensor]
 ComputeFn = Callable[[Views], tuple[torch.Tensor, torch.Tensor]]
@@ -174,7 +178,8 @@ class OdinRuntime:
         ``sensitivity_fn``, which turns the bound on a delayed read into the unit's pixels. ``captured``: the same
         compute as ``compute_fn``, as a function of the unit's device inputs, which sync mode replays from a CUDA
         graph with ``config.captured_units`` (the loss and the rows returned are then the graph's tensors, which the
-        next unit of its key overwrites)."""
+        next unit of its key overwrites). ``captured.effect`` runs once, after the unit's last compute (in its graph
+        where it has one)."""
         started = time.perf_counter()
         trace = UnitTrace(UnitRecord(unit_id, self.config.mode, self.structure_version))
         if self._returned_at is not None:
@@ -198,15 +203,20 @@ class OdinRuntime:
             self._publish_pending()  # leaving the overlap: the staged unit publishes first, as under sync
             trace.record.sync_path = self.config.overlapped
             if captured is not None and self.graphs is not None and self.graphs.capturing:  # only in sync mode
+                if self.context.world_size == 1:
+                    return self._published_in_graph(unit_id, captured, trace)
                 loss, visible, staging = self._replayed_compute(captured, trace)
             else:
                 loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
+                _apply_effect(captured)
             staged = self._stage(unit_id, staging, visible, trace)
             self._publish_all(self._exchange.launch(staged, read_scope=None))
             self._average_dense_gradients(unit_id)
             return loss
         if self._predictor is not None:
-            return self._run_predicted(unit_id, compute_fn, trace)
+            loss = self._run_predicted(unit_id, compute_fn, trace)
+            _apply_effect(captured)
+            return loss
         if visible_fn is None:
             raise ValueError(f"{self.config.mode} mode needs visible_fn: the next unit's read scope decides the overlap")
         if self.policy.needs_delay_bounds and sensitivity_fn is None:
@@ -220,6 +230,7 @@ class OdinRuntime:
             if late_buckets and self._saw_stale_rows(in_flight, late_buckets, visible, visible_fn):
                 trace.record.reruns += 1
                 loss, visible, staging = self._compute(compute_fn, trace, "rerun_compute_s", ())
+        _apply_effect(captured)
         self._pending = self._stage(unit_id, staging, visible, trace)
         self._average_dense_gradients(unit_id)
         return loss
@@ -388,9 +399,44 @@ class OdinRuntime:
             return (loss, visible, *self._staging(views, ()))
 
         start = self._clock.now()
-        loss, visible, gradient_table, gradients = self.graphs.run(captured.key, captured.inputs, compute)
+        loss, visible, gradient_table, gradients = self.graphs.run(captured.key, captured.inputs, compute,
+                                                                   _unit_effect(captured))
         trace.add_span("compute_s", start, self._clock.now())
         return loss, visible, (gradient_table, gradients)
+
+    def _published_in_graph(self, unit_id: int, captured: CapturedCompute, trace: UnitTrace) -> torch.Tensor:
+        """A sync unit on one rank, whose exchange is the identity: its compute, finite watch and publication (and
+        ``captured.effect``) replayed from one graph (``UnitGraphs``), so the host launches a unit's whole step at
+        once. What varies from unit to unit on the host (the step count and learning rates, the unit's id) reaches
+        the graph as device inputs. The record's ``compute_s`` spans the publication too."""
+        publication = self._publication
+        device = self.context.device
+        hyper = publication.unit_hyper(publication.learning_rates()).to(device, non_blocking=True)
+        unit = torch.tensor(unit_id, dtype=torch.int64, pin_memory=device.type == "cuda").to(device, non_blocking=True)
+        inputs = {**captured.inputs, RUNTIME_HYPER: hyper, RUNTIME_UNIT: unit}
+
+        def compute(inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+            views = shadow_views(self._params)
+            loss, visible = captured.fn(views, inputs)
+            gradient_table, _ = self._staging(views, ())
+            scope = self._scope(visible) if publication.selective else None
+            return loss, visible, gradient_table, visible.sum(), scope
+
+        def publish(outputs: tuple[torch.Tensor, ...], inputs: Mapping[str, torch.Tensor]) -> None:
+            _, _, gradient_table, _, scope = outputs
+            self._finite.observe(inputs[RUNTIME_UNIT], gradient_table)
+            publication.publish_from(gradient_table, scope, inputs[RUNTIME_HYPER])
+            if captured.effect is not None:
+                captured.effect()
+
+        effect = UnitEffect(publish, lambda: [*publication.state(), *self._finite.state(), *captured.effect_state()])
+        start = self._clock.now()
+        loss, _, _, update_rows, _ = self.graphs.run(captured.key, inputs, compute, effect)
+        trace.add_span("compute_s", start, self._clock.now())
+        trace.record.exchange = "local"
+        trace.update_rows = update_rows.clone()  # the graph's count, rewritten by the next replay
+        self.stats.file(trace)
+        return loss
 
     def _average_dense_gradients(self, unit_id: int) -> None:
         grads = [param.grad for param in self.dense_params if param.grad is not None]
@@ -475,3 +521,16 @@ class OdinRuntime:
             seen_after = self._scope(visible_fn(self._params))
         return saw_stale_rows(in_flight, late_buckets, self._exchange.buckets, self._scope(visible), seen_after)
 
+
+def _apply_effect(captured: CapturedCompute | None) -> None:
+    """Apply a unit's effect after its last compute where no graph applied it."""
+    if captured is not None and captured.effect is not None:
+        captured.effect()
+
+
+def _unit_effect(captured: CapturedCompute) -> UnitEffect | None:
+    """``captured``'s own effect, for a graph (None: it has none)."""
+    if captured.effect is None:
+        return None
+    effect = captured.effect
+    return UnitEffect(lambda outputs, inputs: effect(), captured.effect_state)

@@ -31,12 +31,19 @@ class FiniteWatch:
         """The index in ``names`` of the group owning each column of a packed gradient table."""
         self._sightings = FirstSightings(len(self.group_of_column), device)
 
-    def observe(self, unit_id: int, gradient_table: torch.Tensor) -> None:
+    def observe(self, unit_id: int | torch.Tensor, gradient_table: torch.Tensor) -> None:
         """Record the columns of ``gradient_table`` [N, columns] that hold a non-finite value (device work only:
         one launch on Triton, a pass and a few small launches in torch; the watch runs on every unit, so its
-        launches and its read of the table count)."""
-        sightings = self._sightings
-        sightings.first_unit = record_nonfinite_columns(gradient_table, sightings.first_unit, unit_id)
+        launches and its read of the table count). ``unit_id`` may be on the device (a captured unit's); the record
+        is written in place."""
+        first_unit = self._sightings.first_unit
+        recorded = record_nonfinite_columns(gradient_table, first_unit, unit_id)
+        if recorded is not first_unit:
+            first_unit.copy_(recorded)
+
+    def state(self) -> list[torch.Tensor]:
+        """The tensors ``observe`` writes."""
+        return [self._sightings.first_unit]
 
     def check(self, context: DistContext) -> None:
         """Raise NonFiniteGradientError on every rank if any rank saw a non-finite gradient (collective)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from odin_ns.kernels import ColumnGroup, PackedAdam
+from odin_ns.kernels import ColumnGroup, PackedAdam, packed_adam_hyper, packed_adam_step_from
 from odin_ns.runtime.optimizer import RowOptimizer
 from odin_ns.runtime.packed import PackedGaussians
 from odin_ns.sync.gate import AdamRows
@@ -115,6 +115,24 @@ class Publication:
             self.adam.step(self._packed.params, None, self._packed.exp_avg, self._packed.exp_avg_sq, skipped,
                            self._columns(learning_rates), *self._betas, step, row_range,
                            complement=skipped is not None)
+
+    def unit_hyper(self, learning_rates: LearningRates) -> torch.Tensor:
+        """Advance the step count for a unit published whole by ``publish_from``; return what its step reads on the
+        device (``packed_adam_hyper``: a pinned host tensor)."""
+        step = self._advance(first=True)
+        return packed_adam_hyper(self._columns(learning_rates), self._packed.params.shape[1], *self._betas, step)
+
+    def publish_from(self, gradient_table: torch.Tensor, rows: torch.Tensor | None, hyper: torch.Tensor) -> None:
+        """A unit's whole step from ``gradient_table`` (its averaged gradients), of the rows set in the bitmap ``rows``
+        (None: every row), reading the step's values from ``hyper`` (``unit_hyper``'s, on the device): nothing it
+        launches depends on the step on the host, so a captured unit replays its publication."""
+        packed = self._packed
+        packed_adam_step_from(packed.params, gradient_table, packed.exp_avg, packed.exp_avg_sq, rows, hyper,
+                              *self._betas)
+
+    def state(self) -> list[torch.Tensor]:
+        """The tensors a publication writes: the packed parameters and both moments."""
+        return [self._packed.params, self._packed.exp_avg, self._packed.exp_avg_sq]
 
     def _advance(self, first: bool) -> int:
         """The step count of this publication, advanced on a unit's first step."""
