@@ -22,22 +22,23 @@ steps after a reset), reset opacities at step 100: structural changes the captur
 
 
 def test_every_replayed_step_computes_the_eager_step(tiny_scene: Path, tmp_path: Path, monkeypatch):
-    """After each replay the same unit is computed eagerly on the same state and inputs (its outputs then put back,
-    so training goes on from the replay's): the same loss and rows, the gradient table to the rounding of gsplat's
-    atomic accumulation."""
+    """Before each replay the same unit is computed eagerly on the state and inputs the replay starts from (what it
+    produced then put back, so training goes on from the replay's): the same loss and rows, the gradient table to the
+    rounding of gsplat's atomic accumulation. The replay then also publishes the unit (one rank)."""
     trainer = in_process_trainer(tiny_scene, tmp_path, "cuda", runtime_options={"mode": "sync"}, **DENSIFY)
     pipeline = trainer.pipeline
     checks = []
     replay = UnitGraphs.run
 
     def run_and_check(self, key, inputs, fn, effect=None):
-        replayed = self.stats.replayed
-        out = replay(self, key, inputs, fn, effect)
-        if self.stats.replayed > replayed:
-            loss, visible, table = (tensor.clone() for tensor in out[:3])
+        replays = key is not None and self.capturing and key in self._graphs
+        if replays:
             produced = dict(pipeline._produced)
-            eager = fn(inputs)
+            eager = [tensor.clone() for tensor in fn(inputs)[:3]]
             pipeline._produced.update(produced)
+        out = replay(self, key, inputs, fn, effect)
+        if replays:
+            loss, visible, table = out[:3]
             scale = eager[2].abs().max().clamp_min(1e-30)
             checks.append((abs(loss.item() - eager[0].item()) / abs(eager[0].item()), torch.equal(visible, eager[1]),
                            ((table - eager[2]).abs().max() / scale).item()))

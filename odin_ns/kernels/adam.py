@@ -266,7 +266,9 @@ def packed_adam_step_from(
     m.lerp_(grad, 1 - beta1)
     v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
-    p.add_(negative_step * m / denom)  # addcdiv's order: (value * tensor1) / tensor2, then added
+    # addcdiv's order of operations, which differs by device: (value * tensor1) / tensor2 on the CPU,
+    # value * (tensor1 / tensor2) on CUDA
+    p.add_(negative_step * m / denom if p.device.type == "cpu" else negative_step * (m / denom))
     if rows is not None:
         selected = bitmap_to_mask(rows, param.shape[0], backend="torch")[:, None]
         for target, updated in zip((param, exp_avg, exp_avg_sq), (p, m, v)):
