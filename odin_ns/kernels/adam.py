@@ -265,10 +265,15 @@ def packed_adam_step_from(
     p, m, v = (t.clone() for t in (param, exp_avg, exp_avg_sq)) if rows is not None else (param, exp_avg, exp_avg_sq)
     m.lerp_(grad, 1 - beta1)
     v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
-    # addcdiv's order of operations, which differs by device: (value * tensor1) / tensor2 on the CPU,
-    # value * (tensor1 / tensor2) on CUDA
-    p.add_(negative_step * m / denom if p.device.type == "cpu" else negative_step * (m / denom))
+    # torch Adam's scalar operations as each device rounds them: a division by a host scalar is a multiplication by
+    # its fp32 reciprocal on CUDA, and addcdiv is (value * tensor1) / tensor2 on the CPU, value * (tensor1 / tensor2)
+    # on CUDA
+    if p.device.type == "cpu":
+        denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
+        p.add_(negative_step * m / denom)
+    else:
+        denom = (v.sqrt() * (1.0 / bias_correction2_sqrt)).add_(eps)
+        p.add_(negative_step * (m / denom))
     if rows is not None:
         selected = bitmap_to_mask(rows, param.shape[0], backend="torch")[:, None]
         for target, updated in zip((param, exp_avg, exp_avg_sq), (p, m, v)):
