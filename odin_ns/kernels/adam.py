@@ -248,8 +248,10 @@ def packed_adam_step_from(
 ) -> None:
     """``packed_adam_step`` of the whole table whose step-dependent values are ``hyper`` (``packed_adam_hyper``'s
     values on ``param``'s device): no host value changes from step to step, so a CUDA graph that records this launch
-    steps correctly at every replay once ``hyper`` is rewritten. Triton or torch; torch's is torch Adam op for op
-    with those fp32 values, which are what its scalars round to, so both are bitwise the scalar step."""
+    steps correctly at every replay once ``hyper`` is rewritten. Triton's is bitwise the scalar step (both read the
+    same fp32 values). torch's is torch Adam op for op with those values, which are what its scalars round to: bitwise
+    on the CPU; on CUDA torch rounds a division by a host scalar and addcdiv in another order than tensor operands,
+    so there it is the scalar step to fp32 rounding (CUDA trains with Triton)."""
     if param.dim() != 2:
         raise ValueError(f"packed_adam_step_from needs a [N, C] table, got {tuple(param.shape)}")
     width = param.shape[1]
@@ -265,15 +267,8 @@ def packed_adam_step_from(
     p, m, v = (t.clone() for t in (param, exp_avg, exp_avg_sq)) if rows is not None else (param, exp_avg, exp_avg_sq)
     m.lerp_(grad, 1 - beta1)
     v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    # torch Adam's scalar operations as each device rounds them: a division by a host scalar is a multiplication by
-    # its fp32 reciprocal on CUDA, and addcdiv is (value * tensor1) / tensor2 on the CPU, value * (tensor1 / tensor2)
-    # on CUDA
-    if p.device.type == "cpu":
-        denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
-        p.add_(negative_step * m / denom)
-    else:
-        denom = (v.sqrt() * (1.0 / bias_correction2_sqrt)).add_(eps)
-        p.add_(negative_step * (m / denom))
+    denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
+    p.add_(negative_step * m / denom)  # addcdiv's order on the CPU: (value * tensor1) / tensor2, then added
     if rows is not None:
         selected = bitmap_to_mask(rows, param.shape[0], backend="torch")[:, None]
         for target, updated in zip((param, exp_avg, exp_avg_sq), (p, m, v)):
