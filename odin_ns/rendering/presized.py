@@ -57,8 +57,10 @@ ROUND_TO = 1 << 16
 (the caching allocator then hands back the same blocks)."""
 
 COUNT_LAG = 2
-"""Renders between a render and the adoption of its count: by then the non-blocking copy has long completed, so
-adopting it does not wait for the GPU."""
+"""Renders between a render and the adoption of its count. An eager step's host is behind the GPU, so by then the
+non-blocking copy has completed; a host that launches whole captured steps runs ahead of the GPU, and adopting the
+count then waits for the render two units back, which bounds how far the host queues work ahead (docs/results.md,
+"Where a step's time goes")."""
 
 
 SH_C0 = 0.28209479177387814

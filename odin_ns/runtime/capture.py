@@ -22,6 +22,11 @@ checked: the unit is also computed eagerly first, twice, and the graph's first r
 accepts as the same outputs, given how far the two eager runs are apart (gsplat's backward accumulates with atomic
 adds in no fixed order, so how far a replay may be from an eager unit is measured on the unit itself). The first
 failure of either kind is said once, and every later unit runs eagerly.
+
+A unit may also write state (``UnitEffect``: an optimizer step, running statistics), which its graph then replays
+with the compute. That must happen once per unit: the check's eager runs compute without it, the state is
+snapshotted before the capture and put back after it, and the first replay's effect must be, bit for bit, the effect
+applied eagerly to the replay's own outputs from the snapshot.
 """
 
 from __future__ import annotations

@@ -70,7 +70,8 @@ class RuntimeConfig:
     captured_units: bool = True
     """sync mode on CUDA, one view per rank: replay each unit's forward, loss, backward and gradient packing from a
     CUDA graph while its shapes repeat (recaptured after densification, pruning, opacity resets and resolution or
-    SH-degree changes), so the host no longer launches them one by one (``odin_ns.runtime.capture``); the overlapped
+    SH-degree changes), so the host no longer launches them one by one (``odin_ns.runtime.capture``); on one rank the
+    graph also holds the unit's Adam step, finite watch and densification statistics (one launch per step); the overlapped
     modes, the CPU, units of several views (whose launches hide behind their GPU work) and units that cannot be
     captured run eagerly, said once in the log. With gsplat it sizes the tile intersections ahead
     (``--pipeline.model.presized-intersections``)."""
