@@ -24,10 +24,13 @@ steps after a reset), reset opacities at step 100: structural changes the captur
 def test_every_replayed_step_computes_the_eager_step(tiny_scene: Path, tmp_path: Path, monkeypatch):
     """Before each replay the same unit is computed eagerly on the state and inputs the replay starts from (what it
     produced then put back, so training goes on from the replay's): the same loss and rows, the gradient table to the
-    rounding of gsplat's atomic accumulation. The replay then also publishes the unit (one rank)."""
+    rounding of gsplat's atomic accumulation. The replay also publishes the unit and accumulates its statistics (one
+    rank): after each replay that effect is applied eagerly to the replay's outputs from the state before it, and
+    must leave that state bit for bit (a step-dependent value baked into the graph, such as a learning rate, would
+    pass the capture's check and fail here)."""
     trainer = in_process_trainer(tiny_scene, tmp_path, "cuda", runtime_options={"mode": "sync"}, **DENSIFY)
     pipeline = trainer.pipeline
-    checks = []
+    checks, effects = [], []
     replay = UnitGraphs.run
 
     def run_and_check(self, key, inputs, fn, effect=None):
@@ -36,12 +39,20 @@ def test_every_replayed_step_computes_the_eager_step(tiny_scene: Path, tmp_path:
             produced = dict(pipeline._produced)
             eager = [tensor.clone() for tensor in fn(inputs)[:3]]
             pipeline._produced.update(produced)
+            before = [tensor.clone() for tensor in effect.state()] if effect is not None else []
         out = replay(self, key, inputs, fn, effect)
         if replays:
             loss, visible, table = out[:3]
             scale = eager[2].abs().max().clamp_min(1e-30)
             checks.append((abs(loss.item() - eager[0].item()) / abs(eager[0].item()), torch.equal(visible, eager[1]),
                            ((table - eager[2]).abs().max() / scale).item()))
+            if effect is not None:
+                replayed = [tensor.clone() for tensor in effect.state()]
+                for tensor, saved in zip(effect.state(), before):
+                    tensor.copy_(saved)
+                pipeline.model.info = pipeline._produced[key][2]  # the graph's render info, which the statistics read
+                effect.apply(out, self._graphs[key].inputs)
+                effects.append(all(torch.equal(a, b) for a, b in zip(effect.state(), replayed)))
         return out
 
     monkeypatch.setattr(UnitGraphs, "run", run_and_check)
@@ -58,6 +69,7 @@ def test_every_replayed_step_computes_the_eager_step(tiny_scene: Path, tmp_path:
     assert max(loss for loss, _, _ in checks) <= 1e-6, checks
     assert all(same for _, same, _ in checks)
     assert max(table for _, _, table in checks) <= 1e-4, checks
+    assert len(effects) == len(checks) and all(effects), effects
 
 
 def test_units_with_the_camera_optimizer_run_eagerly_said_once(tiny_scene: Path, tmp_path: Path):
