@@ -26,7 +26,8 @@ SPANS = ("compute_s", "rerun_compute_s", "exposed_wait_s", "comm_s", "publish_s"
 """``compute_s`` the unit's forward+backward, ``rerun_compute_s`` its validation re-runs, ``exposed_wait_s`` time the
 compute path was blocked on the unit's collectives, ``comm_s`` launch of its first collective to the observed
 completion of its last (on the CPU completion is observed when waited for: an upper bound when the exchange was
-hidden), ``publish_s`` its optimizer publication."""
+hidden), ``publish_s`` its optimizer publication (a unit published inside its graph, one rank's captured unit,
+has it in ``compute_s`` and 0 here)."""
 HOST_TIMES = ("host_run_s", "host_between_s")
 """Host wall times, on every device: ``host_run_s`` the unit's ``run_unit`` call (launching its work, and its
 exchange's and its predecessor's publication; on the CPU running them too), ``host_between_s`` from the previous
