@@ -1,7 +1,7 @@
 """Captured units: a unit's compute replayed from a CUDA graph while its shapes and host decisions repeat.
 
 On one GPU a unit of one view is host-bound: the forward, loss and backward take as long to launch as to run, so the
-GPU idles while the host dispatches (docs/results.md, "Where the step goes"). A unit's compute (shadow views,
+GPU idles while the host dispatches (docs/results.md, "Where a step's time goes"). A unit's compute (shadow views,
 forward, loss, backward, the gradients packed into the unit's table) is the same sequence of launches from step to
 step as long as what decides its shapes and its host-side branches is the same: the Gaussian count and layout, the
 resolution, the views per unit, the SH degree, the loss's terms. The caller names that as the unit's ``key``; the
