@@ -22,7 +22,7 @@ from odin_ns.comm.context import DistContext
 from odin_ns.gaussians import GAUSSIAN_GROUPS
 from odin_ns.model import NEAR_PLANE
 from odin_ns.read_prediction import SplatReadPredictor, pinhole_views
-from odin_ns.runtime.capture import CapturedCompute
+from odin_ns.runtime.capture import CapturedCompute, UnitEffect
 from odin_ns.runtime.config import RuntimeConfig
 from odin_ns.runtime.executor import OdinRuntime
 from odin_ns.runtime.records import UnitRecord
@@ -141,16 +141,11 @@ class OdinPipeline(VanillaPipeline):
             viewmats, intrinsics = model.view_matrices(camera), model.full_resolution_intrinsics(camera)
             return pinhole_sensitivity(views["means"], viewmats, intrinsics)
 
-        def accumulate_statistics() -> None:
-            strategy.accumulate_statistics(model.gauss_params, model.strategy_state, model.info)
-
-        captured = CapturedCompute(
-            key,
-            unit.inputs,
-            compute_from,
-            effect=accumulate_statistics if accumulates else None,
-            effect_state=lambda: strategy.statistics(model.strategy_state),
+        statistics = UnitEffect(  # from the render the unit's compute left in model.info
+            lambda outputs, inputs: strategy.accumulate_statistics(model.gauss_params, model.strategy_state, model.info),
+            lambda: strategy.statistics(model.strategy_state),
         )
+        captured = CapturedCompute(key, unit.inputs, compute_from, effect=statistics if accumulates else None)
         loss = runtime.run_unit(step, compute, read_scope, sensitivity, captured)
         strategy.statistics_accumulated = accumulates
         # a replayed unit ran no Python: what its compute produced are the tensors its graph rewrote in place

@@ -79,10 +79,17 @@ def adam_update_(
     """torch.optim.Adam's single-tensor update, op for op, so the fallback matches torch Adam bit for bit."""
     bias_correction1 = 1 - beta1**step
     bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-    exp_avg.lerp_(grad, 1 - beta1)
-    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    _adam_moments_(grad, exp_avg, exp_avg_sq, beta1, beta2)
     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
     param.addcdiv_(exp_avg, denom, value=-(lr / bias_correction1))
+
+
+def _adam_moments_(
+    grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, beta1: float, beta2: float
+) -> None:
+    """torch.optim.Adam's moment updates, op for op."""
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
 
 @torch.no_grad()
@@ -265,8 +272,7 @@ def packed_adam_step_from(
         return
     negative_step, eps, bias_correction2_sqrt = hyper[:width], hyper[width : 2 * width], hyper[2 * width]
     p, m, v = (t.clone() for t in (param, exp_avg, exp_avg_sq)) if rows is not None else (param, exp_avg, exp_avg_sq)
-    m.lerp_(grad, 1 - beta1)
-    v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    _adam_moments_(grad, m, v, beta1, beta2)
     denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
     p.add_(negative_step * m / denom)  # addcdiv's order on the CPU: (value * tensor1) / tensor2, then added
     if rows is not None:

@@ -266,11 +266,9 @@ class CapturedCompute:
     key: Hashable | None
     inputs: Inputs
     fn: Callable[[dict[str, torch.Tensor], Inputs], tuple[torch.Tensor, torch.Tensor]]
-    effect: Callable[[], None] | None = None
-    """What the unit also writes after its compute (the densification statistics, from the render it left), as a
-    function of the tensors its compute produced and of state that stays in place: it goes into the unit's graph
-    with the compute. Its ``effect_state`` are the tensors it writes."""
-    effect_state: Callable[[], list[torch.Tensor]] = list
+    effect: UnitEffect | None = None
+    """What the unit also writes after its compute (the densification statistics, from the render it left): it goes
+    into the unit's graph with the compute, and runs once after the last compute where the unit runs eagerly."""
 
 
 GRADIENT_TOLERANCE = 1e-4

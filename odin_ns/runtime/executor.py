@@ -208,15 +208,13 @@ class OdinRuntime:
                 loss, visible, staging = self._replayed_compute(captured, trace)
             else:
                 loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
-                _apply_effect(captured)
+                _apply_effect(captured, (loss, visible))
             staged = self._stage(unit_id, staging, visible, trace)
             self._publish_all(self._exchange.launch(staged, read_scope=None))
             self._average_dense_gradients(unit_id)
             return loss
         if self._predictor is not None:
-            loss = self._run_predicted(unit_id, compute_fn, trace)
-            _apply_effect(captured)
-            return loss
+            return self._run_predicted(unit_id, compute_fn, trace, captured)
         if visible_fn is None:
             raise ValueError(f"{self.config.mode} mode needs visible_fn: the next unit's read scope decides the overlap")
         if self.policy.needs_delay_bounds and sensitivity_fn is None:
@@ -230,7 +228,7 @@ class OdinRuntime:
             if late_buckets and self._saw_stale_rows(in_flight, late_buckets, visible, visible_fn):
                 trace.record.reruns += 1
                 loss, visible, staging = self._compute(compute_fn, trace, "rerun_compute_s", ())
-        _apply_effect(captured)
+        _apply_effect(captured, (loss, visible))
         self._pending = self._stage(unit_id, staging, visible, trace)
         self._average_dense_gradients(unit_id)
         return loss
@@ -294,14 +292,16 @@ class OdinRuntime:
         trace.record.window = decision.record
         return in_flight
 
-    def _run_predicted(self, unit_id: int, compute_fn: ComputeFn, trace: UnitTrace) -> torch.Tensor:
+    def _run_predicted(
+        self, unit_id: int, compute_fn: ComputeFn, trace: UnitTrace, captured: CapturedCompute | None
+    ) -> torch.Tensor:
         """quality-first decided ahead: launch the staged unit's buckets that some rank's next views read first,
         wait only for those this rank's views read, compute, publish the rest; guard the rows of both units against
         their predictions."""
         previous, self._pending = self._pending, None
         if previous is None:  # nothing in flight (the previous unit took sync's path): nothing stale to read or guard
             loss, visible, staging = self._compute(compute_fn, trace, "compute_s", ())
-            return self._finish_predicted(unit_id, staging, visible, trace, loss)
+            return self._finish_predicted(unit_id, staging, visible, trace, loss, captured)
         check_version(previous, self.structure_version)
         updates = self._predictor.read_buckets(previous.unit_id, every_rank=True)
         waited_for_somewhere = updates & self._predictor.read_buckets(unit_id, every_rank=True)  # alike on all ranks
@@ -330,12 +330,20 @@ class OdinRuntime:
         updated = bitmap_to_mask(in_flight.update_scope, self.num_rows)
         self._guard.observe(previous.unit_id, updated, updates, self._exchange.buckets)
         self._guard.observe(unit_id, visible, reads, self._exchange.buckets)
-        return self._finish_predicted(unit_id, staging, visible, trace, loss)
+        return self._finish_predicted(unit_id, staging, visible, trace, loss, captured)
 
     def _finish_predicted(
-        self, unit_id: int, staging: Staging, visible: torch.Tensor, trace: UnitTrace, loss: torch.Tensor
+        self,
+        unit_id: int,
+        staging: Staging,
+        visible: torch.Tensor,
+        trace: UnitTrace,
+        loss: torch.Tensor,
+        captured: CapturedCompute | None,
     ) -> torch.Tensor:
-        """Stage the unit; publish it at once, as sync does, where the plan's next unit would wait for all of it."""
+        """Apply the unit's effect and stage it; publish it at once, as sync does, where the plan's next unit would
+        wait for all of it."""
+        _apply_effect(captured, (loss, visible))
         self._pending = self._stage(unit_id, staging, visible, trace)
         self._average_dense_gradients(unit_id)
         waits_for_everything = self._next_window_waits_for_everything(unit_id)
@@ -400,7 +408,7 @@ class OdinRuntime:
 
         start = self._clock.now()
         loss, visible, gradient_table, gradients = self.graphs.run(captured.key, captured.inputs, compute,
-                                                                   _unit_effect(captured))
+                                                                   captured.effect)
         trace.add_span("compute_s", start, self._clock.now())
         return loss, visible, (gradient_table, gradients)
 
@@ -427,9 +435,10 @@ class OdinRuntime:
             self._finite.observe(inputs[RUNTIME_UNIT], gradient_table)
             publication.publish_from(gradient_table, scope, inputs[RUNTIME_HYPER])
             if captured.effect is not None:
-                captured.effect()
+                captured.effect.apply(outputs, inputs)
 
-        effect = UnitEffect(publish, lambda: [*publication.state(), *self._finite.state(), *captured.effect_state()])
+        own = captured.effect.state if captured.effect is not None else list
+        effect = UnitEffect(publish, lambda: [*publication.state(), *self._finite.state(), *own()])
         start = self._clock.now()
         loss, _, _, update_rows, _ = self.graphs.run(captured.key, inputs, compute, effect)
         trace.add_span("compute_s", start, self._clock.now())
@@ -522,15 +531,8 @@ class OdinRuntime:
         return saw_stale_rows(in_flight, late_buckets, self._exchange.buckets, self._scope(visible), seen_after)
 
 
-def _apply_effect(captured: CapturedCompute | None) -> None:
-    """Apply a unit's effect after its last compute where no graph applied it."""
+def _apply_effect(captured: CapturedCompute | None, outputs: tuple[torch.Tensor, ...]) -> None:
+    """Apply a unit's effect after its last compute (``outputs``: what that compute returned) where no graph
+    applied it."""
     if captured is not None and captured.effect is not None:
-        captured.effect()
-
-
-def _unit_effect(captured: CapturedCompute) -> UnitEffect | None:
-    """``captured``'s own effect, for a graph (None: it has none)."""
-    if captured.effect is None:
-        return None
-    effect = captured.effect
-    return UnitEffect(lambda outputs, inputs: effect(), captured.effect_state)
+        captured.effect.apply(outputs, captured.inputs)
