@@ -194,7 +194,7 @@ def test_drift_of_the_complement_then_the_scope_is_bitwise_the_dense_step(case, 
 
 @pytest.mark.parametrize("n", [1, 97])
 @pytest.mark.parametrize("fraction", [None, 0.3])
-def test_packed_adam_step_from_device_values_is_bitwise_the_scalar_step(case, n, fraction):
+def test_packed_adam_step_from_device_values_is_the_scalar_step(case, n, fraction):
     """The whole-table step whose step-dependent values come from a device tensor (what a captured unit replays) is
     bitwise the step taking them as host scalars, dense and over a rows bitmap (rows outside it untouched): with
     Triton, and with torch on the CPU; torch on CUDA rounds its scalar operands differently (within fp32 rounding)."""
