@@ -99,6 +99,7 @@ class TimeToQualityCommand:
             clock += time.perf_counter() - chunk_start
             bar.update(chunk_end - bar.n)
             progress["curve"].append({"step": step, "views": step * views_per_step, "train_s": clock,
+                                      "gaussians": int(trainer.pipeline.model.num_points),
                                       **held_out_metrics(trainer, step)})
             progress.update(step=step, train_s=clock, num_gaussians=int(trainer.pipeline.model.num_points))
             if budget_s is not None and time.perf_counter() - started > budget_s and step < steps:

@@ -2,14 +2,18 @@
 order, with the same random backgrounds and (on refine steps) the same split samples: what is left between them is
 the training step itself. Not part of odin-ns. From the repository root (cup77 in data/cup77), on a GPU:
 
-    python <this file> probe DATA            # one step from one state, at steps 0, 300 and 699 (refine at 700,
-                                             # then five steps' losses)
+    python <this file> probe DATA [STEP..]   # one step from one state at each STEP (default 0 300 699); where the
+                                             # next step refines or resets, that one too; after the last, five
+                                             # steps' losses
     python <this file> ab DATA STEPS SEED..  # every arm trained STEPS steps per seed, held-out PSNR of each
     python <this file> order DATA STEPS SEED..  # odin's rlg order against a plain shuffle, and stock
+    python <this file> orders DATA STEPS SEED..  # the same with dense Adam, each seed seeding the view sequences
     python <this file> sequences DATA STEPS SEED..  # odin and stock, the seed also seeding the view sequence
 
 ``probe`` copies odin's state (Gaussians, Adam moments and step, densification statistics; odin with dense Adam,
-stock's optimizer) into stock's model, runs one step of each on the same view and prints how far the two land apart.
+stock's optimizer; stock's learning rates set to the step's) into stock's model, runs one step of each on the same
+view and prints how far the two land apart; at the end, the held-out PSNR each pipeline's evaluation gives the same
+Gaussians.
 ``ab`` trains odin (Selective and dense Adam) and three stock arms from the same Gaussians: on odin's views with
 odin's backgrounds and split seeds, on odin's views with its own draws, and on its own shuffled views and draws; one
 JSON line per (seed, arm). ``ODIN_DOWNSCALES`` (default 2, splatfacto's) sets the resolution warm-up; the bench
@@ -162,8 +166,9 @@ def copy_initial_gaussians(odin, stock):
 
 
 @torch.no_grad()
-def load_state(stock, odin):
-    """Stock's Gaussians, Adam state and densification statistics := odin's."""
+def load_state(stock, odin, step: int):
+    """Stock's Gaussians, Adam state and densification statistics := odin's; stock's learning-rate schedules := those
+    of ``step`` (stock only trains the probed steps, so its schedulers would otherwise stand near their start)."""
     odin.pipeline.drain()
     sm, om = stock.pipeline.model, odin.pipeline.model
     for name in GAUSSIAN_GROUPS:
@@ -182,6 +187,10 @@ def load_state(stock, odin):
     for key in STATISTICS:
         value = om.strategy_state.get(key)
         sm.strategy_state[key] = None if value is None else value.clone()
+    for name, scheduler in stock.optimizers.schedulers.items():
+        scheduler.last_epoch = step
+        for group, base, factor in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+            group["lr"] = base * factor(step)
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -219,23 +228,30 @@ def compare(stock, odin, label: str, losses):
     print(json.dumps(row), flush=True)
 
 
-def probe(data: Path):
+def probe(data: Path, steps=(0, 300, 699)):
     out = Path("/tmp/stock_vs_odin/probe")
     odin = odin_trainer(data, out / "odin", 0, "dense")
     stock = stock_trainer(data, out / "stock", 42)
     views = served_views(odin)
     controlled = Controlled(stock)
     copy_initial_gaussians(odin, stock)
-    for step in range(706):
-        if step in (0, 300, 699):
-            load_state(stock, odin)
+    strategy = odin.pipeline.model.strategy
+    followed = {step + 1 for step in steps if strategy.changes_structure(step + 1)}  # stock goes on from its own state
+    last = max(steps) + 1 if max(steps) + 1 in followed else max(steps)
+    for step in range(last + 6):
+        if step in steps:
+            load_state(stock, odin, step)
         odin_loss = odin_step(odin, step)
-        if step > 700:  # after the refine rows no longer pair up: compare what the two render
+        if step > last:  # after the last probe rows no longer pair up: compare what the two render
             print(json.dumps({"step": step, "loss": [controlled.run(step, views[step]), odin_loss]}), flush=True)
-        if step in (0, 300, 699, 700):
+        if step in steps or step in followed:
             stock_loss = controlled.run(step, views[step])
-            compare(stock, odin, f"one step at {step}" + (" (refine, after 699's)" if step == 700 else ""),
-                    [stock_loss, odin_loss])
+            label = f"one step at {step}" + (f" ({'refine' if strategy.refines(step) else 'reset'}, after "
+                                             f"{step - 1}'s)" if step in followed else "")
+            compare(stock, odin, label, [stock_loss, odin_loss])
+    load_state(stock, odin, last + 6)  # what each pipeline's evaluation makes of the same Gaussians
+    print(json.dumps({"held_out_psnr_of_one_state": {"step": last + 6, "stock": held_out_psnr(stock, last + 6, False),
+                                                     "odin": held_out_psnr(odin, last + 6, True)}}), flush=True)
 
 
 def held_out_psnr(trainer, step: int, drains: bool) -> float:
@@ -295,16 +311,19 @@ def ab(data: Path, steps: int, seeds):
             print(json.dumps({"odin_backgrounds": background_statistics(views, steps)}), flush=True)
 
 
-def order(data: Path, steps: int, seeds):
-    """odin (Selective Adam) with its rlg view order and with a plain shuffle per epoch, beside stock on its own
-    views and draws, all from the same Gaussians."""
+def order(data: Path, steps: int, seeds, adam: str = "selective", seeded_sequences: bool = False):
+    """odin with its rlg view order and with a plain shuffle per epoch, beside stock on its own views and draws, all
+    from the same Gaussians. ``seeded_sequences``: each seed also seeds the view sequences (odin's plan, stock's
+    shuffles: 42 + seed), else all seeds keep the default sequence (42)."""
     for seed in seeds:
         out = Path(f"/tmp/stock_vs_odin/order{seed}")
-        odins = {f"odin-{name}": odin_trainer(data, out / name, seed, "selective", name) for name in ("rlg", "random")}
+        sampling_seed = 42 + seed if seeded_sequences else 42
+        odins = {f"odin-{name}": odin_trainer(data, out / name, seed, adam, name, sampling_seed)
+                 for name in ("rlg", "random")}
         reference = odins["odin-rlg"]
         for name in GAUSSIAN_GROUPS:
             assert torch.equal(odins["odin-random"].pipeline.model.gauss_params[name], reference.pipeline.model.gauss_params[name])
-        stock = stock_trainer(data, out / "stock-own", 42 + seed)
+        stock = stock_trainer(data, out / "stock-own", 42 + seed, sampling_seed)
         copy_initial_gaussians(reference, stock)
         controlled = Controlled(stock, odin_randomness=False)
         for arm, trainer in odins.items():
@@ -314,8 +333,8 @@ def order(data: Path, steps: int, seeds):
             controlled.run(step, None)
         for arm, trainer in [*odins.items(), ("stock-own", stock)]:
             psnr = held_out_psnr(trainer, steps, drains=arm != "stock-own")
-            print(json.dumps({"seed": seed, "arm": arm, "steps": steps, "psnr": psnr,
-                              "gaussians": trainer.pipeline.model.num_points}), flush=True)
+            print(json.dumps({"seed": seed, "sampling_seed": sampling_seed, "adam": adam, "arm": arm, "steps": steps,
+                              "psnr": psnr, "gaussians": trainer.pipeline.model.num_points}), flush=True)
 
 
 def sequences(data: Path, steps: int, seeds):
@@ -341,10 +360,12 @@ def sequences(data: Path, steps: int, seeds):
 if __name__ == "__main__":
     mode, data = sys.argv[1], Path(sys.argv[2])
     if mode == "probe":
-        probe(data)
+        probe(data, *([tuple(int(s) for s in sys.argv[3:])] if len(sys.argv) > 3 else []))
     elif mode == "sequences":
         sequences(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
     elif mode == "order":
         order(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
+    elif mode == "orders":
+        order(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]], adam="dense", seeded_sequences=True)
     else:
         ab(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
