@@ -269,6 +269,26 @@ def test_sync_units_replayed_from_a_graph_train_the_eager_units_state_bitwise(mo
     assert (graphs.stats.eager, graphs.stats.captured, graphs.stats.replayed, graphs.stats.dropped) == (2, 2, 12, 1)
 
 
+def test_a_units_effect_gets_its_loss_and_rows_whether_it_ran_eagerly_or_from_the_graph(monkeypatch):
+    """The eager path and the graph (capture, check, replays) hand a unit's effect the same form of outputs: the
+    compute's loss and the rows its views saw, nothing of what the graph computes besides."""
+    runtime, _, _ = toy_runtime(True, monkeypatch)
+    seen, count = [], torch.zeros(1)
+
+    def record(outputs, inputs):
+        seen.append((len(outputs), tuple(outputs[0].shape), outputs[1].dtype, tuple(outputs[1].shape)))
+        count.add_(1)
+
+    effect = UnitEffect(record, lambda: [count])
+    for unit in range(4):
+        inputs = unit_inputs(unit)
+        runtime.run_unit(unit, lambda views: toy_compute(views, inputs),
+                         captured=CapturedCompute(("toy", 0), inputs, toy_compute, effect=effect))
+    assert (runtime.graphs.stats.eager, runtime.graphs.stats.captured, runtime.graphs.stats.replayed) == (1, 1, 2)
+    assert seen and set(seen) == {(2, (), torch.bool, (ROWS,))}
+    assert count.item() == 4
+
+
 def test_overlapped_modes_and_dense_parameters_run_units_eagerly_said_once(monkeypatch):
     said = []
     params = {"means": torch.nn.Parameter(torch.rand(ROWS, 2))}

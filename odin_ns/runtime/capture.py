@@ -268,7 +268,8 @@ class CapturedCompute:
     fn: Callable[[dict[str, torch.Tensor], Inputs], tuple[torch.Tensor, torch.Tensor]]
     effect: UnitEffect | None = None
     """What the unit also writes after its compute (the densification statistics, from the render it left): it goes
-    into the unit's graph with the compute, and runs once after the last compute where the unit runs eagerly."""
+    into the unit's graph with the compute, and runs once after the last compute where the unit runs eagerly. Its
+    ``apply`` gets (loss, bool[N] rows its views saw) and the unit's inputs on every path."""
 
 
 GRADIENT_TOLERANCE = 1e-4

@@ -408,7 +408,7 @@ class OdinRuntime:
 
         start = self._clock.now()
         loss, visible, gradient_table, gradients = self.graphs.run(captured.key, captured.inputs, compute,
-                                                                   captured.effect)
+                                                                   _on_loss_and_rows(captured.effect))
         trace.add_span("compute_s", start, self._clock.now())
         return loss, visible, (gradient_table, gradients)
 
@@ -435,7 +435,7 @@ class OdinRuntime:
             self._finite.observe(inputs[RUNTIME_UNIT], gradient_table)
             publication.publish_from(gradient_table, scope, inputs[RUNTIME_HYPER])
             if captured.effect is not None:
-                captured.effect.apply(outputs, inputs)
+                captured.effect.apply(outputs[:2], inputs)
 
         own = captured.effect.state if captured.effect is not None else list
         effect = UnitEffect(publish, lambda: [*publication.state(), *self._finite.state(), *own()])
@@ -529,6 +529,14 @@ class OdinRuntime:
         with torch.no_grad():
             seen_after = self._scope(visible_fn(self._params))
         return saw_stale_rows(in_flight, late_buckets, self._exchange.buckets, self._scope(visible), seen_after)
+
+
+def _on_loss_and_rows(effect: UnitEffect | None) -> UnitEffect | None:
+    """``effect`` applied to the first two of a compute's outputs: a unit's effect sees (loss, rows its views saw)
+    whichever path ran the unit."""
+    if effect is None:
+        return None
+    return UnitEffect(lambda outputs, inputs: effect.apply(outputs[:2], inputs), effect.state)
 
 
 def _apply_effect(captured: CapturedCompute | None, outputs: tuple[torch.Tensor, ...]) -> None:

@@ -17,11 +17,14 @@ Gaussians.
 ``ab`` trains odin (Selective and dense Adam) and three stock arms from the same Gaussians: on odin's views with
 odin's backgrounds and split seeds, on odin's views with its own draws, and on its own shuffled views and draws; one
 JSON line per (seed, arm). ``ODIN_DOWNSCALES`` (default 2, splatfacto's) sets the resolution warm-up; the bench
-trains at full resolution (0). With ``ODIN_DRY_RUN=1`` it runs on the CPU with the reference
+trains at full resolution (0). ``ODIN_RUNTIME`` and ``ODIN_MODEL`` set odin's runtime and model options (to bisect
+what of odin's step parts it from stock's: ``ODIN_RUNTIME="captured_units=False"``, with and without
+``ODIN_MODEL="presized_intersections=True"``). With ``ODIN_DRY_RUN=1`` it runs on the CPU with the reference
 rasterizer standing in for gsplat in stock's model (no absgrad there), to check the plumbing only.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import os
@@ -36,6 +39,11 @@ DRY = os.environ.get("ODIN_DRY_RUN") == "1"
 DEVICE = "cpu" if DRY else "cuda"
 DOWNSCALES = int(os.environ.get("ODIN_DOWNSCALES", "2"))
 """splatfacto's resolution warm-up (halvings); the dry run's tiny scene needs 0, since odin stops halving at 120 px."""
+RUNTIME_OPTIONS = dict(option.split("=", 1) for option in os.environ.get("ODIN_RUNTIME", "").split())
+"""odin's runtime options (``--pipeline.odin.*``), e.g. ``ODIN_RUNTIME="captured_units=False"``; values are Python
+literals."""
+MODEL_OPTIONS = dict(option.split("=", 1) for option in os.environ.get("ODIN_MODEL", "").split())
+"""odin's model options (``--pipeline.model.*``), e.g. ``ODIN_MODEL="presized_intersections=True"``."""
 
 import nerfstudio.models.splatfacto as splatfacto  # noqa: E402
 import torchmetrics.image.lpip  # noqa: E402
@@ -87,7 +95,9 @@ def odin_trainer(data: Path, out: Path, seed: int, adam: str, order: str = "rlg"
     datamanager.order, datamanager.train_cameras_sampling_seed = order, sampling_seed
     try:
         torch.manual_seed(seed)
-        return in_process_trainer(data, out, DEVICE, runtime_options={"adam": adam}, num_downscales=DOWNSCALES)
+        runtime = {"adam": adam, **{name: ast.literal_eval(value) for name, value in RUNTIME_OPTIONS.items()}}
+        model = {name: ast.literal_eval(value) for name, value in MODEL_OPTIONS.items()}
+        return in_process_trainer(data, out, DEVICE, runtime_options=runtime, num_downscales=DOWNSCALES, **model)
     finally:
         datamanager.order, datamanager.train_cameras_sampling_seed = defaults
 
