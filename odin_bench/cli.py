@@ -21,13 +21,14 @@ def subcommands() -> Dict[str, Type]:
     from odin_bench.presized_bench import PresizedBenchCommand
     from odin_bench.scaling.command import SimulateCommand
     from odin_bench.step_ops import StepOpsCommand
-    from odin_bench.time_to_quality import TimeToQualityCommand
+    from odin_bench.time_to_quality import TimeToQualityCommand, TimeToQualityReportCommand
     from odin_bench.timeline import TimelineCommand
 
     return {"bench": BenchCommand, "bench-report": BenchReportCommand, "bench-kernels": KernelsBenchCommand,
             "bench-presized": PresizedBenchCommand, "timeline": TimelineCommand, "host-waits": HostWaitsCommand,
             "memory-soak": MemorySoakCommand, "simulate": SimulateCommand, "prediction-reach": PredictionReachCommand,
-            "step-ops": StepOpsCommand, "time-to-quality": TimeToQualityCommand}
+            "step-ops": StepOpsCommand, "time-to-quality": TimeToQualityCommand,
+            "time-to-quality-report": TimeToQualityReportCommand}
 
 
 def entrypoint() -> None:

@@ -152,6 +152,161 @@ def earlier_stock(path: Path, views: int) -> Dict:
     return {**entry, "from": str(path)}
 
 
+@dataclass
+class TimeToQualityReportCommand:
+    """Several ``odin-bench time-to-quality`` results (seeds, captures) side by side: per run and odin configuration,
+    the final PSNR and the mean of the last evaluations against stock's of the same run, and the share of stock's
+    training time taken to reach stock's final PSNR; per configuration their mean with its standard error (one run
+    moves by a few tenths of a dB, so a single run cannot tell 0.1 dB). Writes report.md, summary.json and a plot of
+    every run's curves relative to its stock's final PSNR."""
+
+    results: Tuple[Path, ...]
+    """results.json files of finished time-to-quality runs (stock included in each)."""
+    last: int = 4
+    """Evaluations averaged at the end of each curve."""
+    out: Path = Path("outputs/time-to-quality-report")
+    """Folder for report.md, summary.json and the plot."""
+
+    def main(self) -> None:
+        if self.last < 1:
+            raise SystemExit(f"error: --last must be at least 1, got {self.last}")
+        runs = {run_label(path, self.results): load_finished_run(path) for path in self.results}
+        if not runs:
+            raise SystemExit("error: give at least one results.json")
+        views = {label: run[STOCK]["curve"][-1]["views"] for label, run in runs.items()}
+        if len(set(views.values())) > 1:
+            raise SystemExit(f"error: the runs trained to different numbers of views: {views}")
+        rows = [compare_to_stock(label, name, run, self.last) for label, run in runs.items()
+                for name in run if name != STOCK and run[name].get("done")]
+        summary = summarize_against_stock(rows)
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "summary.json").write_text(json.dumps({"runs": rows, "configurations": summary,
+                                                           "last": self.last}, indent=2))
+        text = report_tables(rows, summary, self.last)
+        (self.out / "report.md").write_text(text + "\n")
+        print(text)
+        plot_against_stock(runs, self.out / "time_to_quality_report.png")
+
+
+def run_label(path: Path, paths: Tuple[Path, ...]) -> str:
+    """A run's name in the report: its folder's name (its path where two runs share a folder name)."""
+    names = [Path(other).parent.name for other in paths]
+    return Path(path).parent.name if names.count(Path(path).parent.name) == 1 else str(path)
+
+
+def load_finished_run(path: Path) -> Dict:
+    """The results at ``path``, with a finished stock run (SystemExit in one line otherwise)."""
+    try:
+        run = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: {path}: {error}") from None
+    if not run.get(STOCK, {}).get("done"):
+        raise SystemExit(f"error: {path}: no finished stock run in it")
+    return run
+
+
+def mean_of_last(curve: List[Dict], count: int) -> float:
+    points = curve[-count:]
+    return sum(point["psnr"] for point in points) / len(points)
+
+
+def compare_to_stock(label: str, name: str, run: Dict, last: int) -> Dict:
+    """One configuration of one run against that run's stock."""
+    stock, curve = run[STOCK]["curve"], run[name]["curve"]
+    target, stock_s = stock[-1]["psnr"], stock[-1]["train_s"]
+    reached = time_to_reach(curve, target)
+    return {"run": label, "configuration": name, "final_psnr": curve[-1]["psnr"], "stock_final_psnr": target,
+            "final_difference": curve[-1]["psnr"] - target,
+            "last_mean_difference": mean_of_last(curve, last) - mean_of_last(stock, last),
+            "train_share": curve[-1]["train_s"] / stock_s,
+            "reached_share": None if reached is None else reached[0] / stock_s}
+
+
+def mean_and_error(values: List[float]) -> Tuple[float, Optional[float]]:
+    """Mean and its standard error (None from one value)."""
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, None
+    variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    return mean, math.sqrt(variance / len(values))
+
+
+def summarize_against_stock(rows: List[Dict]) -> Dict[str, Dict]:
+    """Per configuration over the runs: mean differences to stock with standard errors, how many runs reached
+    stock's final PSNR and the median share of stock's time they took, the median share of stock's training time."""
+    summary = {}
+    for name in sorted({row["configuration"] for row in rows}):
+        mine = [row for row in rows if row["configuration"] == name]
+        reached = sorted(row["reached_share"] for row in mine if row["reached_share"] is not None)
+        final, final_error = mean_and_error([row["final_difference"] for row in mine])
+        last, last_error = mean_and_error([row["last_mean_difference"] for row in mine])
+        summary[name] = {"runs": len(mine), "final_difference": final, "final_difference_error": final_error,
+                         "last_mean_difference": last, "last_mean_difference_error": last_error,
+                         "reached": len(reached), "reached_share_median": median(reached) if reached else None,
+                         "train_share_median": median(sorted(row["train_share"] for row in mine))}
+    return summary
+
+
+def median(values: List[float]) -> float:
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+def signed(value: float, error: Optional[float] = None) -> str:
+    return f"{value:+.3f}" + ("" if error is None else f" ± {error:.3f}")
+
+
+def report_tables(rows: List[Dict], summary: Dict[str, Dict], last: int) -> str:
+    """Markdown: one row per run and configuration, then one per configuration over the runs."""
+    lines = [f"| run | configuration | final PSNR | - stock's final | last {last}, - stock's | of stock's training time "
+             "| to stock's final PSNR, of stock's time |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        reached = "not reached" if row["reached_share"] is None else f"{row['reached_share']:.2f}"
+        lines.append(f"| {row['run']} | {row['configuration']} | {row['final_psnr']:.3f} | "
+                     f"{signed(row['final_difference'])} | {signed(row['last_mean_difference'])} | "
+                     f"{row['train_share']:.2f} | {reached} |")
+    lines += ["", f"| configuration | runs | final - stock's (mean ± standard error) | last {last} - stock's | "
+              "reached stock's final | median share of stock's time to it | median share of stock's training time |",
+              "|---|---|---|---|---|---|---|"]
+    for name, entry in summary.items():
+        share = "" if entry["reached_share_median"] is None else f"{entry['reached_share_median']:.2f}"
+        lines.append(f"| {name} | {entry['runs']} | {signed(entry['final_difference'], entry['final_difference_error'])} "
+                     f"| {signed(entry['last_mean_difference'], entry['last_mean_difference_error'])} | "
+                     f"{entry['reached']} of {entry['runs']} | {share} | {entry['train_share_median']:.2f} |")
+    return "\n".join(lines)
+
+
+def plot_against_stock(runs: Dict[str, Dict], path: Path) -> None:
+    """Every run's curves as PSNR minus that run's stock final PSNR against views, one colour per configuration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({name for run in runs.values() for name in run if run[name].get("done")})
+    colours = {name: f"C{index}" for index, name in enumerate(names)}
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for run in runs.values():
+        target = run[STOCK]["curve"][-1]["psnr"]
+        for name in names:
+            if run.get(name, {}).get("done"):
+                curve = run[name]["curve"]
+                axis.plot([point["views"] for point in curve], [point["psnr"] - target for point in curve],
+                          color=colours[name], alpha=0.7, marker=".")
+    for name in names:
+        axis.plot([], [], color=colours[name], label=name)
+    axis.axhspan(-0.1, 0.1, color="grey", alpha=0.15, label="within 0.1 dB of stock's final")
+    axis.axhline(0.0, color="grey", linestyle="--")
+    axis.set_xlabel("views seen")
+    axis.set_ylabel("held-out PSNR - the run's stock final (dB)")
+    axis.set_title(f"{len(runs)} run(s)")
+    axis.grid(alpha=0.3)
+    axis.legend(frameon=False)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
 def synchronize() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from odin_bench.time_to_quality import STOCK, TimeToQualityCommand, summary_table, time_to_reach
+from odin_bench.time_to_quality import STOCK, TimeToQualityCommand, TimeToQualityReportCommand, summary_table, time_to_reach
 
 
 def curve(points):
@@ -50,3 +50,51 @@ def test_stock_can_come_from_an_earlier_run_and_a_mismatched_one_is_refused_in_o
         TimeToQualityCommand(data=tmp_path, views=2000, stock_from=earlier, out=out).main()
     with pytest.raises(SystemExit, match="^error: --stock-from .*missing.json: "):
         TimeToQualityCommand(data=tmp_path, views=2000, stock_from=tmp_path / "missing.json", out=out).main()
+
+
+def write_run(path: Path, stock_points, odin_points, odin_done=True) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({STOCK: {"curve": curve(stock_points), "done": True},
+                                "odin-b1": {"curve": curve(odin_points), "done": odin_done}}))
+    return path
+
+
+def test_the_report_sets_each_run_against_its_own_stock_and_averages_over_runs(tmp_path: Path, capsys):
+    first = write_run(tmp_path / "seed0" / "results.json", [(1000, 50.0, 22.0), (2000, 100.0, 24.0)],
+                      [(1000, 20.0, 24.5), (2000, 40.0, 23.5)])
+    second = write_run(tmp_path / "seed1" / "results.json", [(1000, 60.0, 21.0), (2000, 120.0, 23.0)],
+                       [(1000, 30.0, 22.0), (2000, 60.0, 23.3)])
+    unfinished = write_run(tmp_path / "seed2" / "results.json", [(1000, 50.0, 22.0), (2000, 100.0, 24.0)],
+                           [(1000, 20.0, 30.0)], odin_done=False)
+    out = tmp_path / "report"
+    TimeToQualityReportCommand(results=(first, second, unfinished), last=2, out=out).main()
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {row["run"]: row for row in summary["runs"]}
+    assert rows.keys() == {"seed0", "seed1"}  # seed2's odin run is not finished
+    assert rows["seed0"]["final_difference"] == pytest.approx(-0.5)
+    assert rows["seed0"]["last_mean_difference"] == pytest.approx((24.5 + 23.5) / 2 - (22.0 + 24.0) / 2)
+    assert rows["seed0"]["reached_share"] == pytest.approx(20.0 / 100.0)  # first evaluation at or above 24.0
+    assert rows["seed1"]["reached_share"] == pytest.approx(60.0 / 120.0) and rows["seed1"]["train_share"] == 0.5
+    entry = summary["configurations"]["odin-b1"]
+    assert entry["runs"] == 2 and entry["reached"] == 2
+    assert entry["final_difference"] == pytest.approx((-0.5 + 0.3) / 2)
+    assert entry["final_difference_error"] == pytest.approx(0.4)  # standard deviation 0.4 * sqrt(2), over sqrt(2)
+    assert entry["reached_share_median"] == pytest.approx((0.2 + 0.5) / 2)
+    printed = capsys.readouterr().out
+    assert "| seed0 | odin-b1 | 23.500 | -0.500 |" in printed and "| odin-b1 | 2 | -0.100 ± 0.400 |" in printed
+    assert (out / "report.md").read_text().strip() == printed.strip()
+    assert (out / "time_to_quality_report.png").exists()
+
+
+def test_the_report_refuses_runs_it_cannot_compare_in_one_line(tmp_path: Path):
+    short = write_run(tmp_path / "a" / "results.json", [(1000, 50.0, 22.0)], [(1000, 20.0, 22.0)])
+    long = write_run(tmp_path / "b" / "results.json", [(2000, 50.0, 22.0)], [(2000, 20.0, 22.0)])
+    with pytest.raises(SystemExit, match="^error: the runs trained to different numbers of views"):
+        TimeToQualityReportCommand(results=(short, long), out=tmp_path / "out").main()
+    no_stock = tmp_path / "c" / "results.json"
+    no_stock.parent.mkdir()
+    no_stock.write_text(json.dumps({"odin-b1": {"curve": curve([(1000, 20.0, 22.0)]), "done": True}}))
+    with pytest.raises(SystemExit, match="^error: .*c/results.json: no finished stock run in it$"):
+        TimeToQualityReportCommand(results=(no_stock,), out=tmp_path / "out").main()
+    with pytest.raises(SystemExit, match="^error: --last must be at least 1"):
+        TimeToQualityReportCommand(results=(short,), last=0, out=tmp_path / "out").main()
