@@ -146,4 +146,4 @@ def test_the_product_command_line_offers_the_users_commands_and_the_lab_its_own(
     assert set(product_commands()) == {"demo-scene", "plan", "export"}
     assert set(lab_commands()) == {"bench", "bench-report", "bench-kernels", "bench-presized", "timeline",
                                    "host-waits", "memory-soak", "simulate", "prediction-reach", "step-ops",
-                                   "time-to-quality"}
+                                   "time-to-quality", "time-to-quality-report"}
