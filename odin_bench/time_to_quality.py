@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,10 +99,10 @@ class TimeToQualityCommand:
             synchronize()
             clock += time.perf_counter() - chunk_start
             bar.update(chunk_end - bar.n)
+            gaussians = int(trainer.pipeline.model.num_points)
             progress["curve"].append({"step": step, "views": step * views_per_step, "train_s": clock,
-                                      "gaussians": int(trainer.pipeline.model.num_points),
-                                      **held_out_metrics(trainer, step)})
-            progress.update(step=step, train_s=clock, num_gaussians=int(trainer.pipeline.model.num_points))
+                                      "gaussians": gaussians, **held_out_metrics(trainer, step)})
+            progress.update(step=step, train_s=clock, num_gaussians=gaussians)
             if budget_s is not None and time.perf_counter() - started > budget_s and step < steps:
                 trainer.save_checkpoint(step - 1)  # nerfstudio resumes at the step after the one saved
                 progress["load_dir"] = str(trainer.checkpoint_dir)
@@ -140,12 +141,7 @@ class TimeToQualityCommand:
 def earlier_stock(path: Path, views: int) -> Dict:
     """Stock's finished entry of the time-to-quality results at ``path``, trained to ``views`` views (SystemExit in
     one line otherwise)."""
-    try:
-        entry = json.loads(Path(path).read_text()).get(STOCK)
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"error: --stock-from {path}: {error}") from None
-    if not entry or not entry.get("done"):
-        raise SystemExit(f"error: --stock-from {path}: no finished stock run in it")
+    entry = load_finished_run(path, f"--stock-from {path}")[STOCK]
     if entry["curve"][-1]["views"] != views:
         raise SystemExit(f"error: --stock-from {path}: stock trained to {entry['curve'][-1]['views']:,} views, this "
                          f"run to {views:,}")
@@ -170,7 +166,7 @@ class TimeToQualityReportCommand:
     def main(self) -> None:
         if self.last < 1:
             raise SystemExit(f"error: --last must be at least 1, got {self.last}")
-        runs = {run_label(path, self.results): load_finished_run(path) for path in self.results}
+        runs = {run_label(path, self.results): load_finished_run(path, str(path)) for path in self.results}
         if not runs:
             raise SystemExit("error: give at least one results.json")
         views = {label: run[STOCK]["curve"][-1]["views"] for label, run in runs.items()}
@@ -194,14 +190,15 @@ def run_label(path: Path, paths: Tuple[Path, ...]) -> str:
     return Path(path).parent.name if names.count(Path(path).parent.name) == 1 else str(path)
 
 
-def load_finished_run(path: Path) -> Dict:
-    """The results at ``path``, with a finished stock run (SystemExit in one line otherwise)."""
+def load_finished_run(path: Path, source: str) -> Dict:
+    """The time-to-quality results at ``path``, which must hold a finished stock run (SystemExit in one line naming
+    ``source`` otherwise)."""
     try:
         run = json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
-        raise SystemExit(f"error: {path}: {error}") from None
+        raise SystemExit(f"error: {source}: {error}") from None
     if not run.get(STOCK, {}).get("done"):
-        raise SystemExit(f"error: {path}: no finished stock run in it")
+        raise SystemExit(f"error: {source}: no finished stock run in it")
     return run
 
 
@@ -224,11 +221,8 @@ def compare_to_stock(label: str, name: str, run: Dict, last: int) -> Dict:
 
 def mean_and_error(values: List[float]) -> Tuple[float, Optional[float]]:
     """Mean and its standard error (None from one value)."""
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, None
-    variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
-    return mean, math.sqrt(variance / len(values))
+    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+    return statistics.mean(values), error
 
 
 def summarize_against_stock(rows: List[Dict]) -> Dict[str, Dict]:
@@ -237,20 +231,14 @@ def summarize_against_stock(rows: List[Dict]) -> Dict[str, Dict]:
     summary = {}
     for name in sorted({row["configuration"] for row in rows}):
         mine = [row for row in rows if row["configuration"] == name]
-        reached = sorted(row["reached_share"] for row in mine if row["reached_share"] is not None)
+        reached = [row["reached_share"] for row in mine if row["reached_share"] is not None]
         final, final_error = mean_and_error([row["final_difference"] for row in mine])
         last, last_error = mean_and_error([row["last_mean_difference"] for row in mine])
         summary[name] = {"runs": len(mine), "final_difference": final, "final_difference_error": final_error,
                          "last_mean_difference": last, "last_mean_difference_error": last_error,
-                         "reached": len(reached), "reached_share_median": median(reached) if reached else None,
-                         "train_share_median": median(sorted(row["train_share"] for row in mine))}
+                         "reached": len(reached), "reached_share_median": statistics.median(reached) if reached else None,
+                         "train_share_median": statistics.median(row["train_share"] for row in mine)}
     return summary
-
-
-def median(values: List[float]) -> float:
-    values = sorted(values)
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def signed(value: float, error: Optional[float] = None) -> str:
