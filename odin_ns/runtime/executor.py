@@ -430,14 +430,16 @@ class OdinRuntime:
             scope = self._scope(visible) if publication.selective else None
             return loss, visible, gradient_table, visible.sum(), scope
 
+        unit_effect = _on_loss_and_rows(captured.effect)
+
         def publish(outputs: tuple[torch.Tensor, ...], inputs: Mapping[str, torch.Tensor]) -> None:
             _, _, gradient_table, _, scope = outputs
             self._finite.observe(inputs[RUNTIME_UNIT], gradient_table)
             publication.publish_from(gradient_table, scope, inputs[RUNTIME_HYPER])
-            if captured.effect is not None:
-                captured.effect.apply(outputs[:2], inputs)
+            if unit_effect is not None:
+                unit_effect.apply(outputs, inputs)
 
-        own = captured.effect.state if captured.effect is not None else list
+        own = unit_effect.state if unit_effect is not None else list
         effect = UnitEffect(publish, lambda: [*publication.state(), *self._finite.state(), *own()])
         start = self._clock.now()
         loss, _, _, update_rows, _ = self.graphs.run(captured.key, inputs, compute, effect)
