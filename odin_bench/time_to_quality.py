@@ -23,11 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+import numpy
 import torch
 import tyro
 from tqdm import tqdm
 
 from odin_ns.in_process import run_step
+
+STOCK_CHECKPOINT_GLOBALS = [numpy._core.multiarray.scalar, numpy.dtype,
+                            *(type(numpy.dtype(kind)) for kind in (numpy.float64, numpy.float32, numpy.int64, numpy.int32))]
+"""What stock nerfstudio's checkpoints hold besides tensors (numpy scalars in its optimizer and scheduler state):
+torch >= 2.6 loads with ``weights_only=True`` and refuses them unless allowed, and a run resumed from this tool's own
+checkpoint must load."""
 
 STOCK = "stock"
 
@@ -134,7 +141,8 @@ class TimeToQualityCommand:
             config.load_dir = Path(progress["load_dir"])
         config.set_timestamp()
         trainer = config.setup(local_rank=0, world_size=1)
-        trainer.setup()
+        with torch.serialization.safe_globals(STOCK_CHECKPOINT_GLOBALS):
+            trainer.setup()
         return trainer
 
 
