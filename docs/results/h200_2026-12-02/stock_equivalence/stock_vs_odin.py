@@ -5,6 +5,8 @@ the training step itself. Not part of odin-ns. From the repository root (cup77 i
     python <this file> probe DATA [STEP..]   # one step from one state at each STEP (default 0 300 699); where the
                                              # next step refines or resets, that one too; after the last, five
                                              # steps' losses
+    python <this file> probe-stock-twice DATA [STEP..]  # stock's step twice from one state (default 300 699):
+                                                        # the floor under probe's differences
     python <this file> ab DATA STEPS SEED..  # every arm trained STEPS steps per seed, held-out PSNR of each
     python <this file> order DATA STEPS SEED..  # odin's rlg order against a plain shuffle, and stock
     python <this file> orders DATA STEPS SEED..  # the same with dense Adam, each seed seeding the view sequences
@@ -264,6 +266,50 @@ def probe(data: Path, steps=(0, 300, 699)):
                                                      "odin": held_out_psnr(odin, last + 6, True)}}), flush=True)
 
 
+@torch.no_grad()
+def stock_state(stock) -> dict:
+    """Stock's Gaussians, Adam moments and densification statistics after a step, cloned."""
+    model = stock.pipeline.model
+    state = {}
+    for name in GAUSSIAN_GROUPS:
+        optimizer = stock.optimizers.optimizers[name]
+        adam = optimizer.state[optimizer.param_groups[0]["params"][0]]
+        state[name] = {"param": model.gauss_params[name].detach().clone(),
+                       **{key: adam[key].clone() for key in ("exp_avg", "exp_avg_sq")}}
+    for key in STATISTICS:
+        value = model.strategy_state.get(key)
+        state[key] = None if value is None else value.clone()
+    return state
+
+
+def probe_stock_twice(data: Path, steps=(300, 699)):
+    """The control for ``probe``: at each step, stock's step run twice from odin's state on the same view, background
+    and split seed. How far the two land apart is what gsplat's atomic accumulation alone leaves between two runs of
+    one step, the floor under ``probe``'s stock-odin differences."""
+    out = Path("/tmp/stock_vs_odin/probe_stock_twice")
+    odin = odin_trainer(data, out / "odin", 0, "dense")
+    stock = stock_trainer(data, out / "stock", 42)
+    views = served_views(odin)
+    controlled = Controlled(stock)
+    copy_initial_gaussians(odin, stock)
+    for step in range(max(steps) + 1):
+        odin_step(odin, step)
+        if step not in steps:
+            continue
+        runs, losses = [], []
+        for _ in range(2):
+            load_state(stock, odin, step)
+            losses.append(controlled.run(step, views[step]))
+            runs.append(stock_state(stock))
+        row = {"probe": f"stock twice at {step}", "loss": losses}
+        for name in GAUSSIAN_GROUPS:
+            row[name] = {key: relative(runs[1][name][key], runs[0][name][key]) for key in runs[0][name]}
+        for key in STATISTICS:
+            a, b = runs[1][key], runs[0][key]
+            row[key] = None if a is None or b is None else relative(a, b)
+        print(json.dumps(row), flush=True)
+
+
 def held_out_psnr(trainer, step: int, drains: bool) -> float:
     if drains:
         trainer.pipeline.drain()
@@ -371,6 +417,8 @@ if __name__ == "__main__":
     mode, data = sys.argv[1], Path(sys.argv[2])
     if mode == "probe":
         probe(data, *([tuple(int(s) for s in sys.argv[3:])] if len(sys.argv) > 3 else []))
+    elif mode == "probe-stock-twice":
+        probe_stock_twice(data, *([tuple(int(s) for s in sys.argv[3:])] if len(sys.argv) > 3 else []))
     elif mode == "sequences":
         sequences(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
     elif mode == "order":
