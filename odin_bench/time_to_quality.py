@@ -30,9 +30,8 @@ from tqdm import tqdm
 
 from odin_ns.in_process import run_step
 
-STOCK_CHECKPOINT_GLOBALS = [numpy._core.multiarray.scalar, numpy.dtype,
-                            *(type(numpy.dtype(kind)) for kind in (numpy.float64, numpy.float32, numpy.int64, numpy.int32))]
-"""What stock nerfstudio's checkpoints hold besides tensors (numpy scalars in its optimizer and scheduler state):
+STOCK_CHECKPOINT_GLOBALS = [numpy._core.multiarray.scalar, numpy.dtype, type(numpy.dtype(numpy.float64))]
+"""What stock nerfstudio's checkpoints hold besides tensors (numpy float64 learning rates from its schedulers):
 torch >= 2.6 loads with ``weights_only=True`` and refuses them unless allowed, and a run resumed from this tool's own
 checkpoint must load."""
 

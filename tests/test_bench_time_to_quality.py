@@ -1,4 +1,5 @@
-"""odin-bench time-to-quality: its reading of the curves (the training run itself is exercised on the GPU)."""
+"""odin-bench time-to-quality: its reading of the curves and of stock's checkpoints (the training run itself is exercised on
+the GPU)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
-from odin_bench.time_to_quality import STOCK, TimeToQualityCommand, TimeToQualityReportCommand, summary_table, time_to_reach
+from odin_bench.time_to_quality import STOCK, STOCK_CHECKPOINT_GLOBALS, TimeToQualityCommand, TimeToQualityReportCommand, summary_table, time_to_reach
 
 
 def curve(points):
@@ -98,3 +100,24 @@ def test_the_report_refuses_runs_it_cannot_compare_in_one_line(tmp_path: Path):
         TimeToQualityReportCommand(results=(no_stock,), out=tmp_path / "out").main()
     with pytest.raises(SystemExit, match="^error: --last must be at least 1"):
         TimeToQualityReportCommand(results=(short,), last=0, out=tmp_path / "out").main()
+
+
+def test_a_stock_checkpoint_resumes_under_weights_only_loading(tmp_path: Path):
+    """Stock splatfacto's checkpoint holds its schedulers' numpy learning rates, which torch's weights_only loading
+    refuses; a stock run this tool checkpointed must load when the next invocation resumes it."""
+    from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig
+
+    parameter = torch.nn.Parameter(torch.zeros(3))
+    optimizer = torch.optim.Adam([parameter], lr=1.6e-4)
+    scheduler = ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=30_000).setup().get_scheduler(optimizer, 1.6e-4)
+    for _ in range(3):
+        parameter.grad = torch.ones(3)
+        optimizer.step()
+        scheduler.step()
+    path = tmp_path / "step-000000002.ckpt"
+    torch.save({"optimizers": {"means": optimizer.state_dict()}, "schedulers": {"means": scheduler.state_dict()}}, path)
+    with pytest.raises(Exception, match="numpy"):
+        torch.load(path)
+    with torch.serialization.safe_globals(STOCK_CHECKPOINT_GLOBALS):
+        loaded = torch.load(path)
+    assert loaded["schedulers"]["means"]["_last_lr"] == scheduler.state_dict()["_last_lr"]
