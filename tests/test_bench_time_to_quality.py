@@ -1,5 +1,5 @@
-"""odin-bench time-to-quality: its reading of the curves and of stock's checkpoints (the training run itself is exercised on
-the GPU)."""
+"""odin-bench time-to-quality: its reading of the curves and of stock's checkpoints (the training run itself is
+exercised on the GPU)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from odin_bench.time_to_quality import STOCK, STOCK_CHECKPOINT_GLOBALS, TimeToQualityCommand, TimeToQualityReportCommand, summary_table, time_to_reach
+from odin_bench.time_to_quality import (
+    STOCK,
+    STOCK_CHECKPOINT_GLOBALS,
+    TimeToQualityCommand,
+    TimeToQualityReportCommand,
+    summary_table,
+    time_to_reach,
+)
 
 
 def curve(points):
@@ -109,7 +116,8 @@ def test_a_stock_checkpoint_resumes_under_weights_only_loading(tmp_path: Path):
 
     parameter = torch.nn.Parameter(torch.zeros(3))
     optimizer = torch.optim.Adam([parameter], lr=1.6e-4)
-    scheduler = ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=30_000).setup().get_scheduler(optimizer, 1.6e-4)
+    schedule = ExponentialDecaySchedulerConfig(lr_final=1.6e-6, max_steps=30_000).setup()
+    scheduler = schedule.get_scheduler(optimizer, 1.6e-4)
     for _ in range(3):
         parameter.grad = torch.ones(3)
         optimizer.step()
