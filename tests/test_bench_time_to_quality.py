@@ -129,3 +129,30 @@ def test_a_stock_checkpoint_resumes_under_weights_only_loading(tmp_path: Path):
     with torch.serialization.safe_globals(STOCK_CHECKPOINT_GLOBALS):
         loaded = torch.load(path)
     assert loaded["schedulers"]["means"]["_last_lr"] == scheduler.state_dict()["_last_lr"]
+
+
+def test_scoring_the_held_out_views_leaves_training_as_it_was(tiny_scene: Path, tmp_path: Path):
+    """The curves score the held-out views between training steps; that must not change what training does next
+    (odin drains its units first, the evaluation renders in eval mode), through refines and opacity resets."""
+    from odin_ns.gaussians import GAUSSIAN_GROUPS
+    from odin_ns.in_process import in_process_trainer, run_step
+    from odin_bench.time_to_quality import held_out_metrics
+
+    def train(evaluate_before: set, out: Path):
+        torch.manual_seed(0)
+        trainer = in_process_trainer(tiny_scene, out, "cpu", warmup_length=20, refine_every=10, reset_alpha_every=3)
+        for step in range(70):
+            if step in evaluate_before:
+                assert held_out_metrics(trainer, step)["psnr"] > 0
+            run_step(trainer, step)
+        trainer.pipeline.drain()
+        model = trainer.pipeline.model
+        state = {name: model.gauss_params[name].detach().clone() for name in GAUSSIAN_GROUPS}
+        return state, {key: model.strategy_state[key] for key in ("grad2d", "count")}
+
+    plain, plain_statistics = train(set(), tmp_path / "plain")
+    scored, scored_statistics = train({25, 45}, tmp_path / "scored")
+    for name in GAUSSIAN_GROUPS:
+        assert torch.equal(plain[name], scored[name]), name
+    for key, value in plain_statistics.items():
+        assert torch.equal(value, scored_statistics[key]), key
