@@ -240,13 +240,19 @@ def compare(stock, odin, label: str, losses):
     print(json.dumps(row), flush=True)
 
 
-def probe(data: Path, steps=(0, 300, 699)):
-    out = Path("/tmp/stock_vs_odin/probe")
+def probed_pair(data: Path, out: Path):
+    """odin (dense Adam) and stock from the same Gaussians: (odin, stock, the views odin serves by step, stock run on
+    those views with odin's draws)."""
     odin = odin_trainer(data, out / "odin", 0, "dense")
     stock = stock_trainer(data, out / "stock", 42)
     views = served_views(odin)
     controlled = Controlled(stock)
     copy_initial_gaussians(odin, stock)
+    return odin, stock, views, controlled
+
+
+def probe(data: Path, steps=(0, 300, 699)):
+    odin, stock, views, controlled = probed_pair(data, Path("/tmp/stock_vs_odin/probe"))
     strategy = odin.pipeline.model.strategy
     followed = {step + 1 for step in steps if strategy.changes_structure(step + 1)}  # stock goes on from its own state
     last = max(steps) + 1 if max(steps) + 1 in followed else max(steps)
@@ -286,12 +292,7 @@ def probe_stock_twice(data: Path, steps=(300, 699)):
     """The control for ``probe``: at each step, stock's step run twice from odin's state on the same view, background
     and split seed. How far the two land apart is what gsplat's atomic accumulation alone leaves between two runs of
     one step, the floor under ``probe``'s stock-odin differences."""
-    out = Path("/tmp/stock_vs_odin/probe_stock_twice")
-    odin = odin_trainer(data, out / "odin", 0, "dense")
-    stock = stock_trainer(data, out / "stock", 42)
-    views = served_views(odin)
-    controlled = Controlled(stock)
-    copy_initial_gaussians(odin, stock)
+    odin, stock, views, controlled = probed_pair(data, Path("/tmp/stock_vs_odin/probe_stock_twice"))
     for step in range(max(steps) + 1):
         odin_step(odin, step)
         if step not in steps:
