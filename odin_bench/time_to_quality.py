@@ -30,10 +30,10 @@ from tqdm import tqdm
 
 from odin_ns.in_process import run_step
 
-STOCK_CHECKPOINT_GLOBALS = [numpy._core.multiarray.scalar, numpy.dtype, type(numpy.dtype(numpy.float64))]
+STOCK_CHECKPOINT_GLOBALS = [numpy.float64(0).__reduce__()[0], numpy.dtype, type(numpy.dtype(numpy.float64))]
 """What stock nerfstudio's checkpoints hold besides tensors (numpy float64 learning rates from its schedulers):
 torch >= 2.6 loads with ``weights_only=True`` and refuses them unless allowed, and a run resumed from this tool's own
-checkpoint must load."""
+checkpoint must load. The scalars' reconstructor is taken from a scalar, where numpy 1 and 2 name its module apart."""
 
 STOCK = "stock"
 
