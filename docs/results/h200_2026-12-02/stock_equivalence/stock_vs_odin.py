@@ -19,7 +19,7 @@ Gaussians.
 ``ab`` trains odin (Selective and dense Adam) and three stock arms from the same Gaussians: on odin's views with
 odin's backgrounds and split seeds, on odin's views with its own draws, and on its own shuffled views and draws; one
 JSON line per (seed, arm). ``ODIN_DOWNSCALES`` (default 2, splatfacto's) sets the resolution warm-up; the bench
-trains at full resolution (0). ``ODIN_SCHEDULE`` sets splatfacto's schedule options in both models. ``ODIN_RUNTIME`` and ``ODIN_MODEL`` set odin's runtime and model options (to bisect
+trains at full resolution (0). ``ODIN_RUNTIME`` and ``ODIN_MODEL`` set odin's runtime and model options (to bisect
 what of odin's step parts it from stock's: ``ODIN_RUNTIME="captured_units=False"``, with and without
 ``ODIN_MODEL="presized_intersections=True"``). With ``ODIN_DRY_RUN=1`` it runs on the CPU with the reference
 rasterizer standing in for gsplat in stock's model (no absgrad there), to check the plumbing only.
@@ -46,10 +46,6 @@ RUNTIME_OPTIONS = dict(option.split("=", 1) for option in os.environ.get("ODIN_R
 literals."""
 MODEL_OPTIONS = dict(option.split("=", 1) for option in os.environ.get("ODIN_MODEL", "").split())
 """odin's model options (``--pipeline.model.*``), e.g. ``ODIN_MODEL="presized_intersections=True"``."""
-SCHEDULE = {name: ast.literal_eval(value) for name, value in
-            (option.split("=", 1) for option in os.environ.get("ODIN_SCHEDULE", "").split())}
-"""splatfacto's schedule options, set alike in stock's and odin's models (e.g. ``ODIN_SCHEDULE="refine_every=20
-reset_alpha_every=10"``: splatfacto's densification compressed into a short run)."""
 
 import nerfstudio.models.splatfacto as splatfacto  # noqa: E402
 import torchmetrics.image.lpip  # noqa: E402
@@ -80,8 +76,6 @@ def stock_trainer(data: Path, out: Path, seed: int, sampling_seed: int = 42):
     config.pipeline.datamanager.dataparser = ColmapDataParserConfig(colmap_path=Path("sparse/0"), downscale_factor=1)
     config.output_dir, config.vis, config.machine.device_type, config.machine.seed = out, "tensorboard", DEVICE, seed
     config.pipeline.model.num_downscales = DOWNSCALES
-    for name, value in SCHEDULE.items():
-        setattr(config.pipeline.model, name, value)
     if DRY:
         config.pipeline.model.use_absgrad = False
         config.pipeline.model.densify_grad_thresh = 0.0002
@@ -104,7 +98,7 @@ def odin_trainer(data: Path, out: Path, seed: int, adam: str, order: str = "rlg"
     try:
         torch.manual_seed(seed)
         runtime = {"adam": adam, **{name: ast.literal_eval(value) for name, value in RUNTIME_OPTIONS.items()}}
-        model = {**SCHEDULE, **{name: ast.literal_eval(value) for name, value in MODEL_OPTIONS.items()}}
+        model = {name: ast.literal_eval(value) for name, value in MODEL_OPTIONS.items()}
         return in_process_trainer(data, out, DEVICE, runtime_options=runtime, num_downscales=DOWNSCALES, **model)
     finally:
         datamanager.order, datamanager.train_cameras_sampling_seed = defaults
