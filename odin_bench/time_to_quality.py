@@ -121,6 +121,7 @@ class TimeToQualityCommand:
     def _trainer(self, name: str, views_per_step: int, steps: int, progress: Dict):
         """The configuration's trainer, set up in this process (from its checkpoint when resuming)."""
         from nerfstudio.configs.method_configs import AnnotatedBaseConfigUnion
+        from nerfstudio.scripts.train import _set_random_seed
 
         common = ["--data", str(self.data), "--output-dir", str(self.out / "runs" / name),
                   "--max-num-iterations", str(steps), "--machine.seed", str(42 + self.seed),
@@ -139,6 +140,8 @@ class TimeToQualityCommand:
         if "load_dir" in progress:
             config.load_dir = Path(progress["load_dir"])
         config.set_timestamp()
+        _set_random_seed(config.machine.seed)  # as ns-train seeds before it builds the trainer: the same initial
+        # Gaussians and draws for every configuration of a seed, and in every invocation
         trainer = config.setup(local_rank=0, world_size=1)
         with torch.serialization.safe_globals(STOCK_CHECKPOINT_GLOBALS):
             trainer.setup()

@@ -156,3 +156,24 @@ def test_scoring_the_held_out_views_leaves_training_as_it_was(tiny_scene: Path, 
         assert torch.equal(plain[name], scored[name]), name
     for key, value in plain_statistics.items():
         assert torch.equal(value, scored_statistics[key]), key
+
+
+def test_a_run_split_over_invocations_by_its_budget_gives_the_uninterrupted_curves(tiny_scene: Path, tmp_path: Path):
+    """``--budget-s`` stops a configuration at an evaluation and checkpoints it; the next invocation resumes it. Each
+    invocation seeds as ns-train does, so the curves of a run spread over invocations are those of one invocation."""
+    def invoke(out: Path, budget_s):
+        TimeToQualityCommand(data=tiny_scene, views=24, views_per_step=(1, 2), stock=False, eval_every_views=8,
+                             budget_s=budget_s, out=out).main()
+        return json.loads((out / "results.json").read_text())
+
+    whole = invoke(tmp_path / "whole", None)
+    invocations, split = 0, {}
+    while not all(split.get(name, {}).get("done") for name in whole):
+        split = invoke(tmp_path / "split", 0.01)  # past after the first stretch between evaluations
+        invocations += 1
+        assert invocations <= 6, split
+    assert invocations >= 2
+    for name, run in whole.items():
+        assert [point["views"] for point in run["curve"]] == [8, 16, 24]
+        for key in ("psnr", "ssim", "gaussians"):
+            assert [point[key] for point in split[name]["curve"]] == [point[key] for point in run["curve"]], (name, key)
