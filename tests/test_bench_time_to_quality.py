@@ -1,5 +1,6 @@
-"""odin-bench time-to-quality: its reading of the curves and of stock's checkpoints (the training run itself is
-exercised on the GPU)."""
+"""odin-bench time-to-quality: its reading of the curves and of stock's checkpoints, and odin's runs on the CPU
+(scoring leaves training untouched; a run split by its budget resumes to the same curves). Stock's training needs
+gsplat's CUDA kernels and is exercised on the GPU."""
 
 from __future__ import annotations
 
