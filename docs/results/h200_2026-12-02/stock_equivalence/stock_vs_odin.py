@@ -220,23 +220,41 @@ def stock_rows(stock, odin) -> torch.Tensor:
     return torch.arange(stock.pipeline.model.num_points, device=stock.pipeline.model.device)
 
 
+@torch.no_grad()
+def trained_state(trainer) -> dict:
+    """A trainer's Gaussians, Adam moments and densification statistics, cloned (odin's drained first)."""
+    if hasattr(trainer.pipeline, "drain"):
+        trainer.pipeline.drain()
+    model = trainer.pipeline.model
+    state = {}
+    for name in GAUSSIAN_GROUPS:
+        optimizer = trainer.optimizers.optimizers[name]
+        adam = optimizer.state[optimizer.param_groups[0]["params"][0]]
+        state[name] = {"param": model.gauss_params[name].detach().clone(),
+                       **{key: adam[key].clone() for key in ("exp_avg", "exp_avg_sq")}}
+    for key in STATISTICS:
+        value = model.strategy_state.get(key)
+        state[key] = None if value is None else value.clone()
+    return state
+
+
+def differences(state: dict, reference: dict, reference_rows=slice(None)) -> dict:
+    """``relative`` of every tensor of ``state`` to ``reference``'s, whose rows ``reference_rows`` puts in ``state``'s
+    order."""
+    row = {name: {key: relative(value, reference[name][key][reference_rows]) for key, value in state[name].items()}
+           for name in GAUSSIAN_GROUPS}
+    for key in STATISTICS:
+        a, b = state[key], reference[key]
+        row[key] = None if a is None or b is None else relative(a, b[reference_rows])
+    return row
+
+
 def compare(stock, odin, label: str, losses):
-    odin.pipeline.drain()
     sm, om = stock.pipeline.model, odin.pipeline.model
+    odin_state = trained_state(odin)
     row = {"probe": label, "n": [sm.num_points, om.num_points], "loss": losses}
     if sm.num_points == om.num_points:
-        s_rows, o_rows = stock_rows(stock, odin), slice(None)
-        for name in GAUSSIAN_GROUPS:
-            so = stock.optimizers.optimizers[name]
-            oo = odin.optimizers.optimizers[name]
-            ss = so.state[so.param_groups[0]["params"][0]]
-            os_ = oo.state[oo.param_groups[0]["params"][0]]
-            row[name] = {"param": relative(om.gauss_params[name][o_rows], sm.gauss_params[name][s_rows])}
-            for key in ("exp_avg", "exp_avg_sq"):
-                row[name][key] = relative(os_[key][o_rows], ss[key][s_rows])
-        for key in STATISTICS:
-            a, b = om.strategy_state.get(key), sm.strategy_state.get(key)
-            row[key] = None if a is None or b is None else relative(a[o_rows], b[s_rows])
+        row.update(differences(odin_state, trained_state(stock), reference_rows=stock_rows(stock, odin)))
     print(json.dumps(row), flush=True)
 
 
@@ -272,22 +290,6 @@ def probe(data: Path, steps=(0, 300, 699)):
                                                      "odin": held_out_psnr(odin, last + 6, True)}}), flush=True)
 
 
-@torch.no_grad()
-def stock_state(stock) -> dict:
-    """Stock's Gaussians, Adam moments and densification statistics after a step, cloned."""
-    model = stock.pipeline.model
-    state = {}
-    for name in GAUSSIAN_GROUPS:
-        optimizer = stock.optimizers.optimizers[name]
-        adam = optimizer.state[optimizer.param_groups[0]["params"][0]]
-        state[name] = {"param": model.gauss_params[name].detach().clone(),
-                       **{key: adam[key].clone() for key in ("exp_avg", "exp_avg_sq")}}
-    for key in STATISTICS:
-        value = model.strategy_state.get(key)
-        state[key] = None if value is None else value.clone()
-    return state
-
-
 def probe_stock_twice(data: Path, steps=(300, 699)):
     """The control for ``probe``: at each step, stock's step run twice from odin's state on the same view, background
     and split seed. How far the two land apart is what gsplat's atomic accumulation alone leaves between two runs of
@@ -301,14 +303,9 @@ def probe_stock_twice(data: Path, steps=(300, 699)):
         for _ in range(2):
             load_state(stock, odin, step)
             losses.append(controlled.run(step, views[step]))
-            runs.append(stock_state(stock))
-        row = {"probe": f"stock twice at {step}", "loss": losses}
-        for name in GAUSSIAN_GROUPS:
-            row[name] = {key: relative(runs[1][name][key], runs[0][name][key]) for key in runs[0][name]}
-        for key in STATISTICS:
-            a, b = runs[1][key], runs[0][key]
-            row[key] = None if a is None or b is None else relative(a, b)
-        print(json.dumps(row), flush=True)
+            runs.append(trained_state(stock))
+        print(json.dumps({"probe": f"stock twice at {step}", "loss": losses, **differences(runs[1], runs[0])}),
+              flush=True)
 
 
 def held_out_psnr(trainer, step: int, drains: bool) -> float:
