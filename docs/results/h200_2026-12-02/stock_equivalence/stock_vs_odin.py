@@ -11,6 +11,8 @@ the training step itself. Not part of odin-ns. From the repository root (cup77 i
     python <this file> order DATA STEPS SEED..  # odin's rlg order against a plain shuffle, and stock
     python <this file> orders DATA STEPS SEED..  # the same with dense Adam, each seed seeding the view sequences
     python <this file> sequences DATA STEPS SEED..  # odin and stock, the seed also seeding the view sequence
+    python <this file> counts DATA STEPS EVERY SEED..  # Gaussian counts and held-out PSNR every EVERY steps: odin,
+                                                       # stock, and stock with its SSIM's TF32 convolutions off
 
 ``probe`` copies odin's state (Gaussians, Adam moments and step, densification statistics; odin with dense Adam,
 stock's optimizer; stock's learning rates set to the step's) into stock's model, runs one step of each on the same
@@ -18,7 +20,10 @@ view and prints how far the two land apart; at the end, the held-out PSNR each p
 Gaussians.
 ``ab`` trains odin (Selective and dense Adam) and three stock arms from the same Gaussians: on odin's views with
 odin's backgrounds and split seeds, on odin's views with its own draws, and on its own shuffled views and draws; one
-JSON line per (seed, arm). ``ODIN_DOWNSCALES`` (default 2, splatfacto's) sets the resolution warm-up; the bench
+JSON line per (seed, arm). ``counts`` trains odin's defaults, stock, and stock with cuDNN's TF32 off ("stock-exact", whose SSIM then rounds as
+float32 does) from the same Gaussians, each on its own views and draws; stock and stock-exact on the same ones (the
+generators reseeded before each), so what parts those two is the SSIM's rounding alone. With ``ODIN_TF32=0`` every mode
+runs with cuDNN's TF32 off. ``ODIN_DOWNSCALES`` (default 2, splatfacto's) sets the resolution warm-up; the bench
 trains at full resolution (0). ``ODIN_RUNTIME`` and ``ODIN_MODEL`` set odin's runtime and model options (to bisect
 what of odin's step parts it from stock's: ``ODIN_RUNTIME="captured_units=False"``, with and without
 ``ODIN_MODEL="presized_intersections=True"``). With ``ODIN_DRY_RUN=1`` it runs on the CPU with the reference
@@ -30,6 +35,7 @@ import ast
 import copy
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -44,6 +50,8 @@ DOWNSCALES = int(os.environ.get("ODIN_DOWNSCALES", "2"))
 RUNTIME_OPTIONS = dict(option.split("=", 1) for option in os.environ.get("ODIN_RUNTIME", "").split())
 """odin's runtime options (``--pipeline.odin.*``), e.g. ``ODIN_RUNTIME="captured_units=False"``; values are Python
 literals."""
+if os.environ.get("ODIN_TF32") == "0":
+    torch.backends.cudnn.allow_tf32 = False
 MODEL_OPTIONS = dict(option.split("=", 1) for option in os.environ.get("ODIN_MODEL", "").split())
 """odin's model options (``--pipeline.model.*``), e.g. ``ODIN_MODEL="presized_intersections=True"``."""
 
@@ -411,6 +419,50 @@ def sequences(data: Path, steps: int, seeds):
                               "gaussians": trainer.pipeline.model.num_points}), flush=True)
 
 
+def generator_states() -> tuple:
+    return random.getstate(), torch.get_rng_state(), torch.cuda.get_rng_state_all() if DEVICE == "cuda" else None
+
+
+def set_generator_states(states: tuple) -> None:
+    random.setstate(states[0])
+    torch.set_rng_state(states[1])
+    if states[2] is not None:
+        torch.cuda.set_rng_state_all(states[2])
+
+
+def counts(data: Path, steps: int, every: int, seeds):
+    """The arms advance together, ``every`` steps at a time, each on its own generator states."""
+    torch.backends.cudnn.benchmark = True  # as ns-train sets it
+    for seed in seeds:
+        out = Path(f"/tmp/stock_vs_odin/counts{seed}")
+        odin = odin_trainer(data, out / "odin", seed, "dense", sampling_seed=42 + seed)
+        arms = {"odin": (odin, None, True)}  # odin runs no cuDNN convolution
+        for arm, tf32 in (("stock", True), ("stock-exact", False)):
+            stock = stock_trainer(data, out / arm, 42 + seed, sampling_seed=42 + seed)
+            copy_initial_gaussians(odin, stock)
+            arms[arm] = (stock, Controlled(stock, odin_randomness=False), tf32)
+        random.seed(42 + seed)
+        torch.manual_seed(42 + seed)
+        states = {arm: generator_states() for arm in arms}
+        seconds = dict.fromkeys(arms, 0.0)
+        allow_tf32 = torch.backends.cudnn.allow_tf32
+        for start in range(0, steps, every):
+            for arm, (trainer, controlled, tf32) in arms.items():
+                set_generator_states(states[arm])
+                torch.backends.cudnn.allow_tf32 = tf32
+                started = time.time()
+                for step in range(start, min(start + every, steps)):
+                    controlled.run(step, None) if controlled else run_step(trainer, step)
+                if DEVICE == "cuda":
+                    torch.cuda.synchronize()
+                seconds[arm] += time.time() - started
+                torch.backends.cudnn.allow_tf32 = allow_tf32
+                states[arm] = generator_states()
+                psnr = held_out_psnr(trainer, step + 1, drains=controlled is None)
+                print(json.dumps({"seed": seed, "arm": arm, "steps": step + 1, "psnr": psnr,
+                                  "gaussians": trainer.pipeline.model.num_points, "seconds": seconds[arm]}),
+                      flush=True)
+
 if __name__ == "__main__":
     mode, data = sys.argv[1], Path(sys.argv[2])
     if mode == "probe":
@@ -421,6 +473,8 @@ if __name__ == "__main__":
         sequences(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
     elif mode == "order":
         order(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
+    elif mode == "counts":
+        counts(data, int(sys.argv[3]), int(sys.argv[4]), [int(s) for s in sys.argv[5:]])
     elif mode == "orders":
         order(data, int(sys.argv[3]), [int(s) for s in sys.argv[4:]], adam="dense", seeded_sequences=True)
     else:
