@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One H200, 2026-12-04: the probe across the 30,000 steps (as stock_equivalence_late/command.sh) with cuDNN's TF32 off,
+# One H200, 2026-12-05: the probe across the 30,000 steps (as ../../h200_2026-12-04/stock_equivalence_late/command.sh) with cuDNN's TF32 off,
 # so that stock's SSIM rounds as float32 does. cup77 at full resolution.
 # From the repository root with .whl, .gpu and data/cup77 carried (see .gpu/README.md).
 source .gpu/device_env.sh; export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
