@@ -20,8 +20,11 @@ succeed and record the wrong thing: a kernel launched on another stream than the
 spherical harmonics launch on the legacy default stream) runs once, at capture, and never again. So every capture is
 checked: the unit is also computed eagerly first, twice, and the graph's first replay must give what ``check``
 accepts as the same outputs, given how far the two eager runs are apart (gsplat's backward accumulates with atomic
-adds in no fixed order, so how far a replay may be from an eager unit is measured on the unit itself). The first
-failure of either kind is said once, and every later unit runs eagerly.
+adds in no fixed order, so how far a replay may be from an eager unit is measured on the unit itself). A capture
+that fails is said once, and every later unit runs eagerly. A replay the check rejects is a missed kernel or
+rounding beyond what one pair of eager runs showed; only the first repeats: the key runs eagerly until the next
+structural change and is captured again then, and after ``MAX_MISMATCHES`` rejected captures in a row every later
+unit runs eagerly. The first rejection and the fallback are each said once.
 
 A unit may also write state (``UnitEffect``: an optimizer step, running statistics), which its graph then replays
 with the compute. That must happen once per unit: the check's eager runs compute without it, the state is
@@ -47,6 +50,12 @@ MAX_GRAPHS = 2
 """Graphs kept at once, the least recently replayed dropped first: a run alternates between at most two keys (a
 scale regularization step every tenth unit and the others), a key whose intersection capacity was resized is not
 seen again, and each graph holds its own memory pool (the step's activations and gradients)."""
+
+
+MAX_MISMATCHES = 3
+"""Rejected captures in a row (none accepted between them) after which every later unit runs eagerly: a missed kernel
+is rejected at every capture, so its cost is bounded; rounding beyond one pair of eager runs' spread is rare, and
+retrying after the next structural change keeps the rest of the run captured."""
 
 
 class Graph(Protocol):
@@ -101,6 +110,8 @@ class CaptureStats:
     eager: int = 0
     dropped: int = 0
     """Graphs dropped: by structural changes or for room."""
+    rejected: int = 0
+    """Captures whose first replay was not the eager unit (their key ran eagerly until the next structural change)."""
     fallback: str | None = None
     """Why units run eagerly from now on (None: capture is on)."""
 
@@ -130,6 +141,9 @@ class UnitGraphs:
         self._graphs: OrderedDict[Hashable, _Captured] = OrderedDict()
         self._seen: set[Hashable] = set()
         """Keys whose first unit ran eagerly (the next one is captured)."""
+        self._rejected: set[Hashable] = set()
+        """Keys whose capture the check rejected: eager until the next structural change."""
+        self._rejected_in_a_row = 0
         self._graph_factory = graph_factory
         if graph_factory is None:
             if device.type == "cuda":
@@ -150,7 +164,7 @@ class UnitGraphs:
         """``fn(inputs)`` then ``effect`` (if any) of its outputs: eagerly (key None, the key's first unit, capture
         off) or from the key's graph, whose static inputs take ``inputs``' values first. Returns ``fn``'s outputs, or
         the graph's."""
-        if key is None or not self.capturing:
+        if key is None or not self.capturing or key in self._rejected:
             return self._eager(inputs, fn, effect)
         captured = self._graphs.get(key)
         if captured is not None:
@@ -169,6 +183,7 @@ class UnitGraphs:
         self.stats.dropped += len(self._graphs)
         self._graphs.clear()
         self._seen.clear()
+        self._rejected.clear()
 
     def _eager(self, inputs: Inputs, fn: CapturableFn, effect: UnitEffect | None) -> Any:
         self.stats.eager += 1
@@ -204,15 +219,29 @@ class UnitGraphs:
         _restore(effect, before)  # capture records the launches without running them (a stand-in may run them)
         graph.replay()
         difference = None if eager is None else self._check(outputs, *eager)
-        if difference is None and effect is not None:
-            difference = _same_effect(effect, outputs, static, before)
         if difference is not None:
+            self._reject(key, difference)
+        elif effect is not None and (difference := _same_effect(effect, outputs, static, before)) is not None:
             self._fall_back(f"units run eagerly: a replayed unit is not the eager unit ({difference})")
+        if difference is not None:
             _restore(effect, before)
             return self._eager(inputs, fn, effect)  # run again: the caller keeps what the unit's last run produced
         self._graphs[key] = _Captured(graph, static, outputs)
         self.stats.captured += 1
+        self._rejected_in_a_row = 0
         return outputs
+
+    def _reject(self, key: Hashable, difference: str) -> None:
+        self.stats.rejected += 1
+        self._rejected_in_a_row += 1
+        if self._rejected_in_a_row >= MAX_MISMATCHES:
+            self._fall_back(f"units run eagerly: {self._rejected_in_a_row} captures in a row were not the eager unit "
+                            f"(the last: {difference})")
+            return
+        self._rejected.add(key)
+        if self.stats.rejected == 1:
+            self._log(f"a replayed unit is not the eager unit ({difference}): its key runs eagerly until the next "
+                      f"structural change, then is captured again")
 
     def _fall_back(self, reason: str) -> None:
         if self.stats.fallback is None:
