@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One H200, 2026-12-05: time to quality on cup77, seed 3: stock splatfacto and odin-splatfacto with one and four views
+# One H100, 2026-12-05: time to quality on cup77, seed 3: stock splatfacto and odin-splatfacto with one and four views
 # per step (the defaults), 30,000 views, held-out PSNR every 3,000 views. The run spans device calls: each call
 # trains until --budget-s and checkpoints; the next resumes (run this again until results.json has every entry done).
 # From the repository root with .whl, .gpu and data/cup77 carried (see .gpu/README.md).
