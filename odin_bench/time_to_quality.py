@@ -91,6 +91,10 @@ class TimeToQualityCommand:
         steps = self.views // views_per_step
         eval_every = max(1, self.eval_every_views // views_per_step)
         progress = progress or {"curve": [], "train_s": 0.0, "step": 0, "views_per_step": views_per_step}
+        if "load_dir" in progress and not any(Path(progress["load_dir"]).glob("step-*.ckpt")):
+            raise SystemExit(f"error: {self.out / 'results.json'}: {name} stopped at {progress['step']:,} steps, and "
+                             f"its checkpoint in {progress['load_dir']} is gone (remove the {name} entry to train it "
+                             f"from the start)")
         trainer = self._trainer(name, views_per_step, steps, progress)
         step, clock = progress["step"], progress["train_s"]
         started = time.perf_counter()

@@ -178,3 +178,15 @@ def test_a_run_split_over_invocations_by_its_budget_gives_the_uninterrupted_curv
         assert [point["views"] for point in run["curve"]] == [8, 16, 24]
         for key in ("psnr", "ssim", "gaussians"):
             assert [point[key] for point in split[name]["curve"]] == [point[key] for point in run["curve"]], (name, key)
+
+
+def test_a_run_whose_checkpoint_is_gone_is_refused_in_one_line(tiny_scene: Path, tmp_path: Path):
+    """A results.json carried to a machine without the checkpoints of the configuration in progress."""
+    out = tmp_path / "out"
+    out.mkdir()
+    stopped = {"curve": [], "train_s": 1.0, "step": 8, "views_per_step": 1, "load_dir": str(tmp_path / "gone")}
+    (out / "results.json").write_text(json.dumps({"odin-b1": stopped}))
+    command = TimeToQualityCommand(data=tiny_scene, views=24, views_per_step=(1,), stock=False, out=out)
+    with pytest.raises(SystemExit, match=r"^error: .*results.json: odin-b1 stopped at 8 steps, and its checkpoint in "
+                                         r".*gone is gone \(remove the odin-b1 entry to train it from the start\)$"):
+        command.main()
