@@ -21,10 +21,11 @@ spherical harmonics launch on the legacy default stream) runs once, at capture, 
 checked: the unit is also computed eagerly first, twice, and the graph's first replay must give what ``check``
 accepts as the same outputs, given how far the two eager runs are apart (gsplat's backward accumulates with atomic
 adds in no fixed order, so how far a replay may be from an eager unit is measured on the unit itself). A capture
-that fails is said once, and every later unit runs eagerly. A replay the check rejects is a missed kernel or
-rounding beyond what one pair of eager runs showed; only the first repeats: the key runs eagerly until the next
-structural change and is captured again then, and after ``MAX_MISMATCHES`` rejected captures in a row every later
-unit runs eagerly. The first rejection and the fallback are each said once.
+that fails is said once, and every later unit runs eagerly. A replay the check rejects is either a missed kernel,
+which every capture repeats, or rounding beyond what one pair of eager runs showed, which the next capture need not
+repeat: the key runs eagerly until the next structural change and is captured again then, and after
+``MAX_REJECTED_IN_A_ROW`` rejected captures in a row every later unit runs eagerly. The first rejection and the
+fallback are each said once.
 
 A unit may also write state (``UnitEffect``: an optimizer step, running statistics), which its graph then replays
 with the compute. That must happen once per unit: the check's eager runs compute without it, the state is
@@ -52,7 +53,7 @@ scale regularization step every tenth unit and the others), a key whose intersec
 seen again, and each graph holds its own memory pool (the step's activations and gradients)."""
 
 
-MAX_MISMATCHES = 3
+MAX_REJECTED_IN_A_ROW = 3
 """Rejected captures in a row (none accepted between them) after which every later unit runs eagerly: a missed kernel
 is rejected at every capture, so its cost is bounded; rounding beyond one pair of eager runs' spread is rare, and
 retrying after the next structural change keeps the rest of the run captured."""
@@ -218,23 +219,22 @@ class UnitGraphs:
             return self._eager(inputs, fn, effect)
         _restore(effect, before)  # capture records the launches without running them (a stand-in may run them)
         graph.replay()
-        difference = None if eager is None else self._check(outputs, *eager)
-        if difference is not None:
+        if eager is not None and (difference := self._check(outputs, *eager)) is not None:
             self._reject(key, difference)
         elif effect is not None and (difference := _same_effect(effect, outputs, static, before)) is not None:
             self._fall_back(f"units run eagerly: a replayed unit is not the eager unit ({difference})")
-        if difference is not None:
-            _restore(effect, before)
-            return self._eager(inputs, fn, effect)  # run again: the caller keeps what the unit's last run produced
-        self._graphs[key] = _Captured(graph, static, outputs)
-        self.stats.captured += 1
-        self._rejected_in_a_row = 0
-        return outputs
+        else:
+            self._graphs[key] = _Captured(graph, static, outputs)
+            self.stats.captured += 1
+            self._rejected_in_a_row = 0
+            return outputs
+        _restore(effect, before)
+        return self._eager(inputs, fn, effect)  # run again: the caller keeps what the unit's last run produced
 
     def _reject(self, key: Hashable, difference: str) -> None:
         self.stats.rejected += 1
         self._rejected_in_a_row += 1
-        if self._rejected_in_a_row >= MAX_MISMATCHES:
+        if self._rejected_in_a_row >= MAX_REJECTED_IN_A_ROW:
             self._fall_back(f"units run eagerly: {self._rejected_in_a_row} captures in a row were not the eager unit "
                             f"(the last: {difference})")
             return
