@@ -263,7 +263,6 @@ class OdinSplatfactoModel(SplatfactoModel):
             pause_refine_after_reset=self.num_train_data // self.config.views_per_step + self.config.refine_every,
             absgrad=absgrad,
             revised_opacity=False,
-            verbose=False,
         )
 
     def _training_backgrounds(self, camera: Cameras) -> torch.Tensor:

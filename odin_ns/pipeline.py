@@ -84,6 +84,8 @@ class OdinPipeline(VanillaPipeline):
             seed_points=seed_points,
         )
         self.model.to(device)
+        self.model.strategy.verbose = self.context.rank == 0  # splatfacto's line per refine (grown, pruned, count),
+        # once per job: every rank makes the same change
         self.runtime: Optional[OdinRuntime] = None
         self._produced: Dict[Any, Tuple[Dict, Dict[str, torch.Tensor], Dict]] = {}
         """Per unit key, the (outputs, losses, render info) its compute last produced: a captured unit's are its

@@ -9,6 +9,7 @@ name). Evaluation during training sees the same parameters in both modes (it dra
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Dict
 
@@ -20,6 +21,7 @@ from training import (
     DENSIFY_EARLY,
     DENSIFY_STEPS,
     STRUCTURE_CHANGES,
+    TRAINING_OUTPUT,
     TWO_NODE_STEPS,
     final_checkpoint,
     scalar_series,
@@ -83,6 +85,18 @@ def test_quality_first_equals_sync_across_densification_and_reset(densifying_run
     assert len(final_psnr["sync"]) == 1
     assert final_psnr["quality-first"] == final_psnr["sync"]
     assert final_psnr["quality-first"][0] > 15.0  # the final model, every held-out image (ns-eval: test_bench_smoke.py)
+
+
+@pytest.mark.slow
+def test_each_refine_is_logged_once_per_job_as_splatfacto_logs_it(densifying_runs):
+    """splatfacto's lines per refine (grown, then pruned, each with the count after it) come from rank 0 alone, since
+    every rank makes the same change; the count after the run's one refine (step 20) is what its checkpoint holds."""
+    run = densifying_runs["sync"]
+    output = (run / TRAINING_OUTPUT).read_text()
+    grown = re.findall(r"Step (\d+): \d+ GSs duplicated, \d+ GSs split\. Now having (\d+) GSs\.", output)
+    pruned = re.findall(r"Step (\d+): \d+ GSs pruned\. Now having (\d+) GSs\.", output)
+    assert [step for step, _ in grown] == [step for step, _ in pruned] == ["20"], (grown, pruned)
+    assert int(pruned[0][1]) == checkpoint_tensors(run)["pipeline._model.gauss_params.means"].shape[0]
 
 
 @pytest.mark.slow

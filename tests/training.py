@@ -85,15 +85,20 @@ def run(command: Sequence[str], timeout: float = 600, env: Dict[str, str] | None
     return result
 
 
+TRAINING_OUTPUT = "training_output.txt"
+"""What ``train`` keeps of the command's stdout and stderr, in the run directory."""
+
+
 def train(
     data: Path, output_dir: Path, steps: int, *extra: str, launcher: Sequence[str] = (),
     trainer: Sequence[str] = (str(BIN / "ns-train"),),
 ) -> Path:
     """Train odin-splatfacto for ``steps`` steps with ``trainer`` (ns-train, or the lab's launcher: ``-m
     odin_bench.train ...`` under torchrun); returns the run directory (holding config.yml)."""
-    run([*launcher, *trainer, "odin-splatfacto", "--data", str(data), "--output-dir", str(output_dir),
-         "--max-num-iterations", str(steps), *QUIET_TRAINING, *extra])
+    result = run([*launcher, *trainer, "odin-splatfacto", "--data", str(data), "--output-dir", str(output_dir),
+                  "--max-num-iterations", str(steps), *QUIET_TRAINING, *extra])
     (config,) = output_dir.glob("*/odin-splatfacto/*/config.yml")
+    (config.parent / TRAINING_OUTPUT).write_text(result.stdout + result.stderr)
     return config.parent
 
 
