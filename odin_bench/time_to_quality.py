@@ -29,6 +29,7 @@ import tyro
 from tqdm import tqdm
 
 from odin_ns.in_process import run_step
+from odin_ns.trainer import bind_optimizers_to_model_tensors
 
 STOCK_CHECKPOINT_GLOBALS = [numpy.float64(0).__reduce__()[0], numpy.dtype, type(numpy.dtype(numpy.float64))]
 """What stock nerfstudio's checkpoints hold besides tensors (numpy float64 learning rates from its schedulers):
@@ -63,6 +64,9 @@ class TimeToQualityCommand:
     resume on the next invocation with the same ``out``); None: run to the end."""
     out: Path = Path("outputs/time_to_quality")
     """Where runs, results.json and the plot go."""
+    clock_shared: bool = False
+    """Other processes train on this GPU meanwhile (several seeds or configurations at once, for their PSNR): each
+    entry trained here says so, and ``time-to-quality-report`` counts its PSNR but not its time."""
 
     def main(self) -> None:
         started = time.perf_counter()
@@ -91,6 +95,7 @@ class TimeToQualityCommand:
         steps = self.views // views_per_step
         eval_every = max(1, self.eval_every_views // views_per_step)
         progress = progress or {"curve": [], "train_s": 0.0, "step": 0, "views_per_step": views_per_step}
+        progress["clock_shared"] = progress.get("clock_shared", False) or self.clock_shared
         if "load_dir" in progress and not any(Path(progress["load_dir"]).glob("step-*.ckpt")):
             raise SystemExit(f"error: {self.out / 'results.json'}: {name} stopped at {progress['step']:,} steps, and "
                              f"its checkpoint in {progress['load_dir']} is gone (remove the {name} entry to train it "
@@ -149,6 +154,8 @@ class TimeToQualityCommand:
         trainer = config.setup(local_rank=0, world_size=1)
         with torch.serialization.safe_globals(STOCK_CHECKPOINT_GLOBALS):
             trainer.setup()
+        if name == STOCK:
+            bind_optimizers_to_model_tensors(trainer.pipeline, trainer.optimizers)  # odin's trainer binds its own
         return trainer
 
 
@@ -222,15 +229,18 @@ def mean_of_last(curve: List[Dict], count: int) -> float:
 
 
 def compare_to_stock(label: str, name: str, run: Dict, last: int) -> Dict:
-    """One configuration of one run against that run's stock."""
+    """One configuration of one run against that run's stock; the time shares are None where either trained while
+    other processes shared its GPU."""
     stock, curve = run[STOCK]["curve"], run[name]["curve"]
     target, stock_s = stock[-1]["psnr"], stock[-1]["train_s"]
     reached = time_to_reach(curve, target)
+    timed = not (run[STOCK].get("clock_shared") or run[name].get("clock_shared"))
     return {"run": label, "configuration": name, "final_psnr": curve[-1]["psnr"], "stock_final_psnr": target,
             "final_difference": curve[-1]["psnr"] - target,
             "last_mean_difference": mean_of_last(curve, last) - mean_of_last(stock, last),
-            "train_share": curve[-1]["train_s"] / stock_s,
-            "reached_share": None if reached is None else reached[0] / stock_s}
+            "reached_views": None if reached is None else reached[1],
+            "train_share": curve[-1]["train_s"] / stock_s if timed else None,
+            "reached_share": reached[0] / stock_s if timed and reached is not None else None}
 
 
 def mean_and_error(values: List[float]) -> Tuple[float, Optional[float]]:
@@ -241,17 +251,20 @@ def mean_and_error(values: List[float]) -> Tuple[float, Optional[float]]:
 
 def summarize_against_stock(rows: List[Dict]) -> Dict[str, Dict]:
     """Per configuration over the runs: mean differences to stock with standard errors, how many runs reached
-    stock's final PSNR and the median share of stock's time they took, the median share of stock's training time."""
+    stock's final PSNR and the median share of stock's time they took, the median share of stock's training time
+    (time shares over the runs with their own GPU; None where no run had one)."""
     summary = {}
     for name in sorted({row["configuration"] for row in rows}):
         mine = [row for row in rows if row["configuration"] == name]
         reached = [row["reached_share"] for row in mine if row["reached_share"] is not None]
+        shares = [row["train_share"] for row in mine if row["train_share"] is not None]
         final, final_error = mean_and_error([row["final_difference"] for row in mine])
         last, last_error = mean_and_error([row["last_mean_difference"] for row in mine])
         summary[name] = {"runs": len(mine), "final_difference": final, "final_difference_error": final_error,
                          "last_mean_difference": last, "last_mean_difference_error": last_error,
-                         "reached": len(reached), "reached_share_median": statistics.median(reached) if reached else None,
-                         "train_share_median": statistics.median(row["train_share"] for row in mine)}
+                         "reached": sum(row["reached_views"] is not None for row in mine), "timed_runs": len(shares),
+                         "reached_share_median": statistics.median(reached) if reached else None,
+                         "train_share_median": statistics.median(shares) if shares else None}
     return summary
 
 
@@ -260,22 +273,27 @@ def signed(value: float, error: Optional[float] = None) -> str:
 
 
 def report_tables(rows: List[Dict], summary: Dict[str, Dict], last: int) -> str:
-    """Markdown: one row per run and configuration, then one per configuration over the runs."""
+    """Markdown: one row per run and configuration, then one per configuration over the runs. A run trained beside
+    other processes on its GPU shows its views to stock's final PSNR, and "shared" for its time."""
     lines = [f"| run | configuration | final PSNR | - stock's final | last {last}, - stock's | of stock's training time "
-             "| to stock's final PSNR, of stock's time |", "|---|---|---|---|---|---|---|"]
+             "| to stock's final PSNR: views | of stock's time |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        reached = "not reached" if row["reached_share"] is None else f"{row['reached_share']:.2f}"
+        views = "not reached" if row["reached_views"] is None else f"{row['reached_views']:,}"
+        timed = row["train_share"] is not None
+        reached = "" if row["reached_views"] is None else f"{row['reached_share']:.2f}" if timed else "shared"
+        training = f"{row['train_share']:.2f}" if timed else "shared"
         lines.append(f"| {row['run']} | {row['configuration']} | {row['final_psnr']:.3f} | "
                      f"{signed(row['final_difference'])} | {signed(row['last_mean_difference'])} | "
-                     f"{row['train_share']:.2f} | {reached} |")
+                     f"{training} | {views} | {reached} |")
     lines += ["", f"| configuration | runs | final - stock's (mean ± standard error) | last {last} - stock's | "
-              "reached stock's final | median share of stock's time to it | median share of stock's training time |",
-              "|---|---|---|---|---|---|---|"]
+              "reached stock's final | runs timed on their own GPU | median share of stock's time to it | "
+              "median share of stock's training time |", "|---|---|---|---|---|---|---|---|"]
     for name, entry in summary.items():
         share = "" if entry["reached_share_median"] is None else f"{entry['reached_share_median']:.2f}"
+        training = "" if entry["train_share_median"] is None else f"{entry['train_share_median']:.2f}"
         lines.append(f"| {name} | {entry['runs']} | {signed(entry['final_difference'], entry['final_difference_error'])} "
                      f"| {signed(entry['last_mean_difference'], entry['last_mean_difference_error'])} | "
-                     f"{entry['reached']} of {entry['runs']} | {share} | {entry['train_share_median']:.2f} |")
+                     f"{entry['reached']} of {entry['runs']} | {entry['timed_runs']} | {share} | {training} |")
     return "\n".join(lines)
 
 

@@ -101,6 +101,26 @@ def remove_untrained_run_directory(run_dir: Path, output_dir: Path) -> None:
             break
 
 
+def bind_optimizers_to_model_tensors(pipeline, optimizers) -> None:
+    """Point every optimizer at the tensors the model trains, keeping the optimizer state.
+
+    Resuming, nerfstudio builds the optimizers around the freshly initialised Gaussians, then loads the checkpoint by
+    replacing those tensors with new ones of the checkpoint's size (splatfacto's ``load_state_dict``) and loads the
+    optimizer state keyed by the old ones: the optimizers would step tensors nothing renders, and gsplat's strategy,
+    which takes the tensor to replace from the optimizer, would put the initial Gaussians' opacities back at the next
+    refine or opacity reset. Stock splatfacto resumed by nerfstudio has the same fault.
+    """
+    for group, params in pipeline.get_param_groups().items():
+        optimizer = optimizers.optimizers[group]
+        held = optimizer.param_groups[0]["params"]
+        for index, (old, new) in enumerate(zip(held, params)):
+            if old is not new:
+                held[index] = new
+                if old in optimizer.state:
+                    optimizer.state[new] = optimizer.state.pop(old)
+        optimizers.parameters[group] = params
+
+
 @dataclass
 class OdinTrainerConfig(TrainerConfig):
     """Trainer configuration of odin-splatfacto."""
@@ -256,24 +276,7 @@ class OdinTrainer(Trainer):
             raise SystemExit(f"error: {error}") from None
         finally:
             del pipeline_config.setup  # back to the class's method: the config stays plain data
-        self._bind_optimizers_to_model_tensors()
-
-    def _bind_optimizers_to_model_tensors(self) -> None:
-        """Point every optimizer at the tensors the model trains, keeping the optimizer state.
-
-        Resuming, nerfstudio builds the optimizers around the freshly initialised Gaussians, then loads the checkpoint
-        by replacing those tensors with new ones of the checkpoint's size (splatfacto's ``load_state_dict``) and loads
-        the optimizer state keyed by the old ones: the optimizers would step tensors nothing renders.
-        """
-        for group, params in self.pipeline.get_param_groups().items():
-            optimizer = self.optimizers.optimizers[group]
-            held = optimizer.param_groups[0]["params"]
-            for index, (old, new) in enumerate(zip(held, params)):
-                if old is not new:
-                    held[index] = new
-                    if old in optimizer.state:
-                        optimizer.state[new] = optimizer.state.pop(old)
-            self.optimizers.parameters[group] = params
+        bind_optimizers_to_model_tensors(self.pipeline, self.optimizers)
 
     def train_iteration(self, step: int) -> TRAIN_INTERATION_OUTPUT:
         """One Odin task unit: the pipeline computes, exchanges and publishes; then the schedulers step."""

@@ -96,6 +96,30 @@ def test_the_report_sets_each_run_against_its_own_stock_and_averages_over_runs(t
     assert (out / "time_to_quality_report.png").exists()
 
 
+def test_the_report_counts_the_psnr_of_runs_that_shared_their_gpu_but_not_their_time(tmp_path: Path, capsys):
+    timed = write_run(tmp_path / "timed" / "results.json", [(1000, 50.0, 22.0), (2000, 100.0, 24.0)],
+                      [(1000, 20.0, 24.5), (2000, 40.0, 23.5)])
+    shared = tmp_path / "shared" / "results.json"
+    shared.parent.mkdir()
+    shared.write_text(json.dumps({
+        STOCK: {"curve": curve([(1000, 90.0, 21.0), (2000, 180.0, 23.0)]), "done": True, "clock_shared": True},
+        "odin-b1": {"curve": curve([(1000, 30.0, 23.1), (2000, 60.0, 23.3)]), "done": True, "clock_shared": True}}))
+    out = tmp_path / "report"
+    TimeToQualityReportCommand(results=(timed, shared), last=2, out=out).main()
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {row["run"]: row for row in summary["runs"]}
+    assert rows["shared"]["train_share"] is None and rows["shared"]["reached_share"] is None
+    assert rows["shared"]["reached_views"] == 1000 and rows["shared"]["final_difference"] == pytest.approx(0.3)
+    entry = summary["configurations"]["odin-b1"]
+    assert entry["runs"] == 2 and entry["timed_runs"] == 1 and entry["reached"] == 2
+    assert entry["final_difference"] == pytest.approx((-0.5 + 0.3) / 2)
+    assert entry["train_share_median"] == pytest.approx(0.4) and entry["reached_share_median"] == pytest.approx(0.2)
+    printed = capsys.readouterr().out
+    assert "| shared | odin-b1 | 23.300 | +0.300 | +1.200 | shared | 1,000 | shared |" in printed
+    assert "| timed | odin-b1 | 23.500 | -0.500 | +1.000 | 0.40 | 1,000 | 0.20 |" in printed
+    assert "| odin-b1 | 2 | -0.100 ± 0.400 | +1.100 ± 0.100 | 2 of 2 | 1 | 0.20 | 0.40 |" in printed
+
+
 def test_the_report_refuses_runs_it_cannot_compare_in_one_line(tmp_path: Path):
     short = write_run(tmp_path / "a" / "results.json", [(1000, 50.0, 22.0)], [(1000, 20.0, 22.0)])
     long = write_run(tmp_path / "b" / "results.json", [(2000, 50.0, 22.0)], [(2000, 20.0, 22.0)])
@@ -132,6 +156,40 @@ def test_a_stock_checkpoint_resumes_under_weights_only_loading(tmp_path: Path):
     assert loaded["schedulers"]["means"]["_last_lr"] == scheduler.state_dict()["_last_lr"]
 
 
+def test_a_resumed_stock_run_trains_the_gaussians_it_loaded(tiny_scene: Path, tmp_path: Path, monkeypatch):
+    """Resuming, nerfstudio leaves stock splatfacto's optimizers on the initial Gaussians while the model loads the
+    checkpoint's; gsplat's opacity reset takes its tensor from the optimizer, so it put the initial opacities back
+    and the first render after it failed. Stock's trainer needs CUDA at construction: here its ``.cuda()`` calls stay on
+    the CPU, and gsplat's own operations stand in for its training."""
+    from gsplat.strategy.ops import duplicate, reset_opa
+
+    from odin_bench import time_to_quality
+
+    cli = time_to_quality.tyro.cli
+
+    def on_the_cpu(*args, **kwargs):
+        config = cli(*args, **kwargs)
+        config.machine.device_type = "cpu"
+        return config
+
+    monkeypatch.setattr(time_to_quality.tyro, "cli", on_the_cpu)
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda tensor, *args, **kwargs: tensor)
+    command = TimeToQualityCommand(data=tiny_scene, views=24, views_per_step=(), out=tmp_path)
+    trainer = command._trainer(STOCK, 1, 24, {})
+    model = trainer.pipeline.model
+    initial = model.num_points
+    duplicate(model.gauss_params, trainer.optimizers.optimizers, {}, torch.ones(initial, dtype=torch.bool))
+    trainer.save_checkpoint(5)
+    saved = {name: param.detach().clone() for name, param in model.gauss_params.items()}
+
+    resumed = command._trainer(STOCK, 1, 24, {"load_dir": str(trainer.checkpoint_dir)})
+    model = resumed.pipeline.model
+    for name, param in model.gauss_params.items():
+        assert torch.equal(param, saved[name]) and resumed.optimizers.optimizers[name].param_groups[0]["params"][0] is param
+    reset_opa(model.gauss_params, resumed.optimizers.optimizers, {}, 0.01)
+    assert model.opacities.shape == (2 * initial, 1) and model.means.shape == (2 * initial, 3)
+
+
 def test_scoring_the_held_out_views_leaves_training_as_it_was(tiny_scene: Path, tmp_path: Path):
     """The curves score the held-out views between training steps; that must not change what training does next
     (odin drains its units first, the evaluation renders in eval mode), through refines and opacity resets."""
@@ -164,7 +222,7 @@ def test_a_run_split_over_invocations_by_its_budget_gives_the_uninterrupted_curv
     invocation seeds as ns-train does, so the curves of a run spread over invocations are those of one invocation."""
     def invoke(out: Path, budget_s):
         TimeToQualityCommand(data=tiny_scene, views=24, views_per_step=(1, 2), stock=False, eval_every_views=8,
-                             budget_s=budget_s, out=out).main()
+                             budget_s=budget_s, clock_shared=budget_s is not None, out=out).main()
         return json.loads((out / "results.json").read_text())
 
     whole = invoke(tmp_path / "whole", None)
@@ -175,6 +233,7 @@ def test_a_run_split_over_invocations_by_its_budget_gives_the_uninterrupted_curv
         assert invocations <= 6, split
     assert invocations >= 2
     for name, run in whole.items():
+        assert not run["clock_shared"] and split[name]["clock_shared"]  # the split runs said their GPU was shared
         assert [point["views"] for point in run["curve"]] == [8, 16, 24]
         for key in ("psnr", "ssim", "gaussians"):
             assert [point[key] for point in split[name]["curve"]] == [point[key] for point in run["curve"]], (name, key)
