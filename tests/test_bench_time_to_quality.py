@@ -185,7 +185,8 @@ def test_a_resumed_stock_run_trains_the_gaussians_it_loaded(tiny_scene: Path, tm
     resumed = command._trainer(STOCK, 1, 24, {"load_dir": str(trainer.checkpoint_dir)})
     model = resumed.pipeline.model
     for name, param in model.gauss_params.items():
-        assert torch.equal(param, saved[name]) and resumed.optimizers.optimizers[name].param_groups[0]["params"][0] is param
+        assert torch.equal(param, saved[name])
+        assert resumed.optimizers.optimizers[name].param_groups[0]["params"][0] is param
     reset_opa(model.gauss_params, resumed.optimizers.optimizers, {}, 0.01)
     assert model.opacities.shape == (2 * initial, 1) and model.means.shape == (2 * initial, 3)
 
