@@ -116,7 +116,7 @@ class TimeToQualityCommand:
             bar.update(chunk_end - bar.n)
             gaussians = int(trainer.pipeline.model.num_points)
             progress["curve"].append({"step": step, "views": step * views_per_step, "train_s": clock,
-                                      "gaussians": gaussians, **held_out_metrics(trainer, step)})
+                                      "gaussians": gaussians, **held_out_metrics(trainer)})
             progress.update(step=step, train_s=clock, num_gaussians=gaussians)
             if budget_s is not None and time.perf_counter() - started > budget_s and step < steps:
                 trainer.save_checkpoint(step - 1)  # nerfstudio resumes at the step after the one saved
@@ -240,7 +240,15 @@ def compare_to_stock(label: str, name: str, run: Dict, last: int) -> Dict:
             "last_mean_difference": mean_of_last(curve, last) - mean_of_last(stock, last),
             "reached_views": None if reached is None else reached[1],
             "train_share": curve[-1]["train_s"] / stock_s if timed else None,
-            "reached_share": reached[0] / stock_s if timed and reached is not None else None}
+            "reached_share": reached[0] / stock_s if timed and reached is not None else None,
+            "view_differences": view_differences(curve[-1], stock[-1])}
+
+
+def view_differences(point: Dict, stock_point: Dict) -> Optional[List[float]]:
+    """Each held-out view's final PSNR minus stock's on that view; None where either run did not record them."""
+    if "psnr_per_view" not in point or "psnr_per_view" not in stock_point:
+        return None
+    return [mine - stock for mine, stock in zip(point["psnr_per_view"], stock_point["psnr_per_view"])]
 
 
 def mean_and_error(values: List[float]) -> Tuple[float, Optional[float]]:
@@ -274,17 +282,22 @@ def signed(value: float, error: Optional[float] = None) -> str:
 
 def report_tables(rows: List[Dict], summary: Dict[str, Dict], last: int) -> str:
     """Markdown: one row per run and configuration, then one per configuration over the runs. A run trained beside
-    other processes on its GPU shows its views to stock's final PSNR, and "shared" for its time."""
+    other processes on its GPU shows its views to stock's final PSNR, and "shared" for its time. Where both runs
+    recorded each held-out view's PSNR, how many views end above stock's and the largest fall on one view."""
     lines = [f"| run | configuration | final PSNR | - stock's final | last {last}, - stock's | of stock's training time "
-             "| to stock's final PSNR: views | of stock's time |", "|---|---|---|---|---|---|---|---|"]
+             "| to stock's final PSNR: views | of stock's time | held-out views above stock's (largest fall) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         views = "not reached" if row["reached_views"] is None else f"{row['reached_views']:,}"
         timed = row["train_share"] is not None
         reached = "" if row["reached_views"] is None else f"{row['reached_share']:.2f}" if timed else "shared"
         training = f"{row['train_share']:.2f}" if timed else "shared"
+        differences = row["view_differences"]
+        by_view = "" if differences is None else (
+            f"{sum(difference > 0 for difference in differences)} of {len(differences)} ({min(differences):+.2f})")
         lines.append(f"| {row['run']} | {row['configuration']} | {row['final_psnr']:.3f} | "
                      f"{signed(row['final_difference'])} | {signed(row['last_mean_difference'])} | "
-                     f"{training} | {views} | {reached} |")
+                     f"{training} | {views} | {reached} | {by_view} |")
     lines += ["", f"| configuration | runs | final - stock's (mean ± standard error) | last {last} - stock's | "
               "reached stock's final | runs timed on their own GPU | median share of stock's time to it | "
               "median share of stock's training time |", "|---|---|---|---|---|---|---|---|"]
@@ -333,15 +346,22 @@ def synchronize() -> None:
 
 
 @torch.no_grad()
-def held_out_metrics(trainer, step: int) -> Dict[str, float]:
-    """PSNR and SSIM over every held-out view (odin publishes what is in flight first)."""
+def held_out_metrics(trainer) -> Dict:
+    """PSNR and SSIM averaged over the held-out views as nerfstudio's evaluation averages them, and each view's PSNR:
+    whether a run that falls or climbs by a dB does so on one view or on all of them. Odin publishes what is in flight
+    first."""
     pipeline = trainer.pipeline
     if hasattr(pipeline, "drain"):
         pipeline.drain()
     pipeline.eval()
-    metrics = pipeline.get_average_eval_image_metrics(step=step)
+    per_view = []
+    for camera, batch in pipeline.datamanager.fixed_indices_eval_dataloader:
+        outputs = pipeline.model.get_outputs_for_camera(camera=camera)
+        per_view.append(pipeline.model.get_image_metrics_and_images(outputs, batch)[0])
     pipeline.train()
-    return {key: float(metrics[key]) for key in ("psnr", "ssim") if key in metrics}
+    metrics = {key: float(torch.mean(torch.tensor([float(view[key]) for view in per_view])))
+               for key in ("psnr", "ssim") if key in per_view[0]}
+    return {**metrics, "psnr_per_view": [float(view["psnr"]) for view in per_view]}
 
 
 def stand_in_for_lpips() -> None:

@@ -120,6 +120,22 @@ def test_the_report_counts_the_psnr_of_runs_that_shared_their_gpu_but_not_their_
     assert "| odin-b1 | 2 | -0.100 ± 0.400 | +1.100 ± 0.100 | 2 of 2 | 1 | 0.20 | 0.40 |" in printed
 
 
+def test_the_report_counts_the_held_out_views_above_stocks_where_both_runs_recorded_them(tmp_path: Path, capsys):
+    per_view = write_run(tmp_path / "per_view" / "results.json", [(1000, 50.0, 22.0)], [(1000, 20.0, 22.5)])
+    run = json.loads(per_view.read_text())
+    run[STOCK]["curve"][-1]["psnr_per_view"] = [20.0, 22.0, 24.0]
+    run["odin-b1"]["curve"][-1]["psnr_per_view"] = [21.5, 21.0, 25.0]
+    per_view.write_text(json.dumps(run))
+    without = write_run(tmp_path / "without" / "results.json", [(1000, 50.0, 22.0)], [(1000, 20.0, 22.5)])
+    TimeToQualityReportCommand(results=(per_view, without), last=1, out=tmp_path / "report").main()
+    rows = {row["run"]: row for row in json.loads((tmp_path / "report" / "summary.json").read_text())["runs"]}
+    assert rows["per_view"]["view_differences"] == pytest.approx([1.5, -1.0, 1.0])
+    assert rows["without"]["view_differences"] is None
+    printed = capsys.readouterr().out
+    assert "| 0.40 | 1,000 | 0.40 | 2 of 3 (-1.00) |" in printed
+    assert "| 0.40 | 1,000 | 0.40 |  |" in printed
+
+
 def test_the_report_refuses_runs_it_cannot_compare_in_one_line(tmp_path: Path):
     short = write_run(tmp_path / "a" / "results.json", [(1000, 50.0, 22.0)], [(1000, 20.0, 22.0)])
     long = write_run(tmp_path / "b" / "results.json", [(2000, 50.0, 22.0)], [(2000, 20.0, 22.0)])
@@ -192,8 +208,9 @@ def test_a_resumed_stock_run_trains_the_gaussians_it_loaded(tiny_scene: Path, tm
 
 
 def test_scoring_the_held_out_views_leaves_training_as_it_was(tiny_scene: Path, tmp_path: Path):
-    """The curves score the held-out views between training steps; that must not change what training does next
-    (odin drains its units first, the evaluation renders in eval mode), through refines and opacity resets."""
+    """The curves score the held-out views between training steps, each view's PSNR and their average as nerfstudio's
+    evaluation gives it; that must not change what training does next (odin drains its units first, the evaluation
+    renders in eval mode), through refines and opacity resets."""
     from odin_ns.gaussians import GAUSSIAN_GROUPS
     from odin_ns.in_process import in_process_trainer, run_step
     from odin_bench.time_to_quality import held_out_metrics
@@ -203,7 +220,11 @@ def test_scoring_the_held_out_views_leaves_training_as_it_was(tiny_scene: Path, 
         trainer = in_process_trainer(tiny_scene, out, "cpu", warmup_length=20, refine_every=10, reset_alpha_every=3)
         for step in range(70):
             if step in evaluate_before:
-                assert held_out_metrics(trainer, step)["psnr"] > 0
+                metrics = held_out_metrics(trainer)
+                assert metrics["psnr"] > 0
+                assert len(metrics["psnr_per_view"]) == len(trainer.pipeline.datamanager.eval_dataset)
+                nerfstudios = trainer.pipeline.get_average_eval_image_metrics(step)  # averaged as nerfstudio does
+                assert (metrics["psnr"], metrics["ssim"]) == (nerfstudios["psnr"], nerfstudios["ssim"])
             run_step(trainer, step)
         trainer.pipeline.drain()
         model = trainer.pipeline.model
