@@ -109,7 +109,7 @@ def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny
     """The datamanager builds a unit's world-to-camera matrices (and full-resolution intrinsics, and the matrices'
     inverses) with its Cameras; a training render uses exactly those (the same tensor, bitwise what the poses give),
     handing gsplat the inverses, and an evaluation render builds its own."""
-    from odin_ns.rendering import camera_to_world_opencv, scaled_intrinsics, world_to_camera
+    from odin_ns.rendering import scaled_intrinsics, view_inverses, world_to_camera
     from odin_ns.rendering.presized import PresizedIntersections
 
     trainer = in_process_trainer(tiny_scene, tmp_path, "cpu")
@@ -123,7 +123,7 @@ def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny
     inputs = model._rasterization_inputs(camera)  # no resolution warm-up here: full resolution
     assert inputs["viewmats"] is viewmats and inputs["Ks"] is camera.metadata["intrinsics"]
     inverse = camera.metadata["camtoworlds"]
-    assert torch.equal(inverse, camera_to_world_opencv(camera.camera_to_worlds))
+    assert torch.equal(inverse, view_inverses(viewmats))
     held_during_render = []
 
     class Rendered(Exception):
@@ -152,7 +152,7 @@ def test_units_of_several_views_are_rows_of_the_device_cameras_and_the_kept_unit
 ):
     """With several views per rank the plan deals new combinations every epoch: each unit's cameras and matrices are
     those rows of the training cameras, and the units kept for reuse stay at most one per training view."""
-    from odin_ns.rendering import camera_to_world_opencv, scaled_intrinsics, world_to_camera
+    from odin_ns.rendering import scaled_intrinsics, view_inverses, world_to_camera
 
     trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", views_per_rank=2)
     manager = trainer.pipeline.datamanager
@@ -164,7 +164,7 @@ def test_units_of_several_views_are_rows_of_the_device_cameras_and_the_kept_unit
         for name in ("camera_to_worlds", "fx", "fy", "cx", "cy", "width", "height"):
             assert torch.equal(getattr(camera, name), getattr(expected, name)), name
         assert torch.equal(camera.metadata["viewmats"], world_to_camera(expected.camera_to_worlds))
-        assert torch.equal(camera.metadata["camtoworlds"], camera_to_world_opencv(expected.camera_to_worlds))
+        assert torch.equal(camera.metadata["camtoworlds"], view_inverses(world_to_camera(expected.camera_to_worlds)))
         assert torch.equal(camera.metadata["intrinsics"], scaled_intrinsics(expected, 1.0))
         dealt.add(tuple(views))
     assert len(dealt) > len(manager.train_dataset)  # more combinations than views: a cache of each would only grow

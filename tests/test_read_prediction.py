@@ -13,7 +13,7 @@ from nerfstudio.models.splatfacto import get_viewmat
 
 from odin_ns.in_process import in_process_trainer, run_step
 from odin_ns.read_prediction import pinhole_views
-from odin_ns.rendering import camera_to_world_opencv, world_to_camera
+from odin_ns.rendering import view_inverses, world_to_camera
 
 
 def test_world_to_camera_is_nerfstudios_get_viewmat_operation_for_operation():
@@ -26,16 +26,19 @@ def test_world_to_camera_is_nerfstudios_get_viewmat_operation_for_operation():
     assert torch.equal(world_to_camera(camera_to_worlds), eager_get_viewmat(camera_to_worlds))
 
 
-def test_camera_to_world_opencv_is_the_inverse_of_world_to_camera():
-    """What gsplat is handed instead of inverting the view matrices: their inverse (camera centres exactly the poses'
-    translations), to rounding of the LU inverse it replaces."""
+def test_the_view_inverses_are_gsplats_own_inverse_of_each_view():
+    """What gsplat is handed instead of inverting the view matrices: for each view, bit for bit the inverse gsplat
+    computes when it renders that view alone, so the SH colours' view directions are stock splatfacto's. The poses'
+    own translations, the exact inverse, differ from it by rounding on these poses: an assembled inverse would fail."""
     generator = torch.Generator().manual_seed(5)
     rotations, _ = torch.linalg.qr(torch.randn(6, 3, 3, generator=generator))
     camera_to_worlds = torch.cat([rotations, torch.randn(6, 3, 1, generator=generator)], 2)
-    inverse = camera_to_world_opencv(camera_to_worlds)
-    torch.testing.assert_close(inverse, torch.inverse(world_to_camera(camera_to_worlds)), rtol=0, atol=1e-5)
-    assert torch.equal(inverse[:, :3, 3], camera_to_worlds[:, :3, 3])
-    torch.testing.assert_close(inverse @ world_to_camera(camera_to_worlds), torch.eye(4).expand(6, 4, 4), rtol=0, atol=1e-5)
+    viewmats = world_to_camera(camera_to_worlds)
+    inverses = view_inverses(viewmats)
+    for view in range(6):
+        assert torch.equal(inverses[view], torch.inverse(viewmats[view : view + 1])[0]), view
+    assert not torch.equal(inverses[:, :3, 3], camera_to_worlds[:, :3, 3])
+    torch.testing.assert_close(inverses[:, :3, 3], camera_to_worlds[:, :3, 3], rtol=0, atol=1e-5)
 
 
 def test_pinhole_views_hold_nerfstudios_world_to_camera_transform():

@@ -24,7 +24,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.comm.context import DistContext
 from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
-from odin_ns.rendering import camera_to_world_opencv, scaled_intrinsics, world_to_camera
+from odin_ns.rendering import scaled_intrinsics, view_inverses, world_to_camera
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS
 from odin_ns.schedule.plan import Order, SchedulePlan, build_plan, check_views_per_step
 from odin_ns.schedule.rlg import DEFAULT_MAX_TRACK_LENGTH, DEFAULT_TOP_K
@@ -176,7 +176,8 @@ class OdinDataManager(FullImageDatamanager):
         metadata also holds what gsplat takes for these views at full resolution, the world-to-camera matrices
         (``viewmats``, [B, 4, 4]) and the intrinsics (``intrinsics``, [B, 3, 3]): otherwise each render rebuilds them
         from the same fixed cameras in about twenty small launches; and the view matrices' inverses
-        (``camtoworlds``), which gsplat would otherwise compute on every render. A unit's Cameras is kept for when
+        (``camtoworlds``, ``view_inverses``: each the one gsplat computes for that view), which gsplat would otherwise
+        compute on every render. A unit's Cameras is kept for when
         the plan deals the same views again (every epoch, with one view per rank), the last ``len(views of the
         capture)`` of them: with several views per rank the plan deals new combinations every epoch. Callers must
         not modify it."""
@@ -208,8 +209,8 @@ class OdinDataManager(FullImageDatamanager):
     def _device_view_matrices(self) -> Dict[str, torch.Tensor]:
         """Every training view's gsplat matrices at full resolution (see ``_unit_cameras``)."""
         cameras = self._device_train_cameras
-        return {"viewmats": world_to_camera(cameras.camera_to_worlds),
-                "camtoworlds": camera_to_world_opencv(cameras.camera_to_worlds),
+        viewmats = world_to_camera(cameras.camera_to_worlds)
+        return {"viewmats": viewmats, "camtoworlds": view_inverses(viewmats),
                 "intrinsics": scaled_intrinsics(cameras, 1.0)}
 
     @cached_property

@@ -48,12 +48,14 @@ def world_to_camera(camera_to_worlds: torch.Tensor) -> torch.Tensor:
     return _homogeneous(inverse_rotation, translation)
 
 
-def camera_to_world_opencv(camera_to_worlds: torch.Tensor) -> torch.Tensor:
-    """[C, 4, 4] inverses of ``world_to_camera``'s matrices (OpenCV axes), assembled from the poses rather than
-    computed by inverting them: gsplat inverts its view matrices on every render for the cameras' centres (its SH
-    colours' view directions), a batched LU factorisation whose launches cost the host more than the rest of a
-    small view's projection."""
-    return _homogeneous(_opencv_rotation(camera_to_worlds), camera_to_worlds[:, :3, 3:4])
+def view_inverses(viewmats: torch.Tensor) -> torch.Tensor:
+    """[C, 4, 4] the inverse of each view matrix as gsplat's ``rasterization`` computes it when it renders that view
+    alone (``torch.inverse`` of a one-view batch, on the matrices' device), for the cameras' centres of its SH
+    colours' view directions. Handed to gsplat in place of its own inversion, it keeps odin's colours stock
+    splatfacto's bit for bit (a pose's translation differs from the LU inverse's by rounding, and a colour that
+    differs by 1e-7 flips the sign of the L1 gradient wherever a pixel meets its target), while the LU's launches
+    and its singularity check's host read happen once per view instead of on every render."""
+    return torch.cat([torch.linalg.inv_ex(viewmats[view : view + 1]).inverse for view in range(len(viewmats))])
 
 
 def _opencv_rotation(camera_to_worlds: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -75,6 +76,8 @@ from odin_ns.model import training_views  # noqa: E402
 from odin_ns.strategy import morton_order  # noqa: E402
 
 STATISTICS = ("grad2d", "count", "radii")
+SCRATCH = Path(tempfile.gettempdir()) / "stock_vs_odin"
+"""Where the trainers write (under $TMPDIR: probes run side by side each give their own)."""
 
 
 def stock_trainer(data: Path, out: Path, seed: int, sampling_seed: int = 42):
@@ -278,7 +281,7 @@ def probed_pair(data: Path, out: Path):
 
 
 def probe(data: Path, steps=(0, 300, 699)):
-    odin, stock, views, controlled = probed_pair(data, Path("/tmp/stock_vs_odin/probe"))
+    odin, stock, views, controlled = probed_pair(data, SCRATCH / "probe")
     strategy = odin.pipeline.model.strategy
     followed = {step + 1 for step in steps if strategy.changes_structure(step + 1)}  # stock goes on from its own state
     last = max(steps) + 1 if max(steps) + 1 in followed else max(steps)
@@ -302,7 +305,7 @@ def probe_stock_twice(data: Path, steps=(300, 699)):
     """The control for ``probe``: at each step, stock's step run twice from odin's state on the same view, background
     and split seed. How far the two land apart is what gsplat's atomic accumulation alone leaves between two runs of
     one step, the floor under ``probe``'s stock-odin differences."""
-    odin, stock, views, controlled = probed_pair(data, Path("/tmp/stock_vs_odin/probe_stock_twice"))
+    odin, stock, views, controlled = probed_pair(data, SCRATCH / "probe_stock_twice")
     for step in range(max(steps) + 1):
         odin_step(odin, step)
         if step not in steps:
@@ -340,7 +343,7 @@ def background_statistics(views, steps: int) -> dict:
 
 def ab(data: Path, steps: int, seeds):
     for seed in seeds:
-        out = Path(f"/tmp/stock_vs_odin/ab{seed}")
+        out = SCRATCH / f"ab{seed}"
         odins = {adam: odin_trainer(data, out / f"odin-{adam}", seed, adam) for adam in ("selective", "dense")}
         reference = odins["selective"]
         views = served_views(reference)
@@ -378,7 +381,7 @@ def order(data: Path, steps: int, seeds, adam: str = "selective", seeded_sequenc
     from the same Gaussians. ``seeded_sequences``: each seed also seeds the view sequences (odin's plan, stock's
     shuffles: 42 + seed), else all seeds keep the default sequence (42)."""
     for seed in seeds:
-        out = Path(f"/tmp/stock_vs_odin/order{seed}")
+        out = SCRATCH / f"order{seed}"
         sampling_seed = 42 + seed if seeded_sequences else 42
         odins = {f"odin-{name}": odin_trainer(data, out / name, seed, adam, name, sampling_seed)
                  for name in ("rlg", "random")}
@@ -404,7 +407,7 @@ def sequences(data: Path, steps: int, seeds):
     the view sequence (odin's plan, stock's shuffles: ``train_cameras_sampling_seed`` = 42 + seed); with the default
     both keep one sequence whatever the machine seed."""
     for seed in seeds:
-        out = Path(f"/tmp/stock_vs_odin/sequences{seed}")
+        out = SCRATCH / f"sequences{seed}"
         odin = odin_trainer(data, out / "odin", seed, "selective", sampling_seed=42 + seed)
         stock = stock_trainer(data, out / "stock-own", 42 + seed, sampling_seed=42 + seed)
         copy_initial_gaussians(odin, stock)
@@ -434,7 +437,7 @@ def counts(data: Path, steps: int, every: int, seeds):
     """The arms advance together, ``every`` steps at a time, each on its own generator states."""
     torch.backends.cudnn.benchmark = True  # as ns-train sets it
     for seed in seeds:
-        out = Path(f"/tmp/stock_vs_odin/counts{seed}")
+        out = SCRATCH / f"counts{seed}"
         odin = odin_trainer(data, out / "odin", seed, "dense", sampling_seed=42 + seed)
         arms = {"odin": (odin, None, True)}  # odin runs no cuDNN convolution
         for arm, tf32 in (("stock", True), ("stock-exact", False)):
