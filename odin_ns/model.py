@@ -42,7 +42,7 @@ from odin_ns.rendering import (
     rasterize_fn,
     resolve_renderer,
     scaled_intrinsics,
-    world_to_camera,
+    splatfacto_view_matrices,
 )
 from odin_ns.rendering.presized import (
     PresizedIntersections,
@@ -297,7 +297,7 @@ class OdinSplatfactoModel(SplatfactoModel):
         if viewmats is not None:
             return viewmats.to(self.device)
         camera_to_world = self.camera_to_worlds(camera) if self.training else camera.camera_to_worlds
-        return world_to_camera(camera_to_world.to(self.device))
+        return splatfacto_view_matrices(camera_to_world.to(self.device))
 
     def full_resolution_intrinsics(self, camera: Cameras) -> torch.Tensor:
         """[C, 3, 3] pinhole intrinsics of ``camera`` at its full resolution: the datamanager's, built once per unit

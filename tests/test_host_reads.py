@@ -52,16 +52,23 @@ def test_a_steady_step_reads_nothing_from_the_device(tiny_scene: Path, tmp_path:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (gsplat's rasterizer)")
 def test_a_steady_cuda_step_with_presized_intersections_synchronises_nothing(tiny_scene: Path, tmp_path: Path):
     """The whole step on the GPU, rasterizer included, under torch's CUDA sync debug mode: with the tile
-    intersections sized ahead, a step that neither logs, evaluates, saves nor refines makes no host synchronisation
-    (without them, gsplat's intersection count is one per step)."""
+    intersections sized ahead, a steady step (its unit replayed from the graph captured for its shape) that neither
+    logs, evaluates, saves nor refines makes no host synchronisation (without them, gsplat's intersection count is
+    one per step; capturing a unit checks the capture on the host, once per shape)."""
     trainer = in_process_trainer(tiny_scene, tmp_path, "cuda", warmup_length=10_000, presized_intersections=True)
+    graphs = trainer.pipeline.runtime.graphs
     views = len(trainer.pipeline.datamanager.train_dataset)
-    for step in range(1, views + 4):  # every view rendered once (sized exactly), and its count adopted
+    step = 1
+    while step < views + 4 or graphs.stats.replayed == 0:  # every view counted, then its shape captured and replayed
         run_step(trainer, step)
+        step += 1
+        assert step < 3 * views + 8, graphs.stats
     torch.cuda.synchronize()
-    sites = cuda_sync_sites(trainer, range(views + 4, views + 7))
+    replayed = graphs.stats.replayed
+    sites = cuda_sync_sites(trainer, range(step, step + 3))
     assert not sites, "host synchronisations in a steady step:\n" + "\n".join(
         f"{count} x {site}" for site, count in sites.most_common())
+    assert graphs.stats.replayed == replayed + 3, graphs.stats
 
 
 @pytest.mark.parametrize("scale", [1.0, 0.5, 0.25])
@@ -109,14 +116,14 @@ def test_training_renders_take_the_units_viewmats_and_intrinsics_built_once(tiny
     """The datamanager builds a unit's world-to-camera matrices (and full-resolution intrinsics, and the matrices'
     inverses) with its Cameras; a training render uses exactly those (the same tensor, bitwise what the poses give),
     handing gsplat the inverses, and an evaluation render builds its own."""
-    from odin_ns.rendering import scaled_intrinsics, view_inverses, world_to_camera
+    from odin_ns.rendering import scaled_intrinsics, splatfacto_view_matrices, view_inverses
     from odin_ns.rendering.presized import PresizedIntersections
 
     trainer = in_process_trainer(tiny_scene, tmp_path, "cpu")
     model = trainer.pipeline.model
     camera, _ = trainer.pipeline.datamanager.next_train(1)
     viewmats = camera.metadata["viewmats"]
-    assert torch.equal(viewmats, world_to_camera(camera.camera_to_worlds))
+    assert torch.equal(viewmats, splatfacto_view_matrices(camera.camera_to_worlds))
     assert trainer.pipeline.datamanager.next_train(1)[0].metadata["viewmats"] is viewmats  # once per unit of views
     assert model.view_matrices(camera) is viewmats
     assert torch.equal(camera.metadata["intrinsics"], scaled_intrinsics(camera, 1.0))
@@ -152,7 +159,7 @@ def test_units_of_several_views_are_rows_of_the_device_cameras_and_the_kept_unit
 ):
     """With several views per rank the plan deals new combinations every epoch: each unit's cameras and matrices are
     those rows of the training cameras, and the units kept for reuse stay at most one per training view."""
-    from odin_ns.rendering import scaled_intrinsics, view_inverses, world_to_camera
+    from odin_ns.rendering import scaled_intrinsics, splatfacto_view_matrices, view_inverses
 
     trainer = in_process_trainer(tiny_scene, tmp_path, "cpu", views_per_rank=2)
     manager = trainer.pipeline.datamanager
@@ -163,8 +170,9 @@ def test_units_of_several_views_are_rows_of_the_device_cameras_and_the_kept_unit
         expected = manager.train_cameras[torch.tensor(views)]
         for name in ("camera_to_worlds", "fx", "fy", "cx", "cy", "width", "height"):
             assert torch.equal(getattr(camera, name), getattr(expected, name)), name
-        assert torch.equal(camera.metadata["viewmats"], world_to_camera(expected.camera_to_worlds))
-        assert torch.equal(camera.metadata["camtoworlds"], view_inverses(world_to_camera(expected.camera_to_worlds)))
+        viewmats = splatfacto_view_matrices(expected.camera_to_worlds)
+        assert torch.equal(camera.metadata["viewmats"], viewmats)
+        assert torch.equal(camera.metadata["camtoworlds"], view_inverses(viewmats))
         assert torch.equal(camera.metadata["intrinsics"], scaled_intrinsics(expected, 1.0))
         dealt.add(tuple(views))
     assert len(dealt) > len(manager.train_dataset)  # more combinations than views: a cache of each would only grow

@@ -13,7 +13,7 @@ from nerfstudio.models.splatfacto import get_viewmat
 
 from odin_ns.in_process import in_process_trainer, run_step
 from odin_ns.read_prediction import pinhole_views
-from odin_ns.rendering import view_inverses, world_to_camera
+from odin_ns.rendering import splatfacto_view_matrices, view_inverses, world_to_camera
 
 
 def test_world_to_camera_is_nerfstudios_get_viewmat_operation_for_operation():
@@ -24,6 +24,17 @@ def test_world_to_camera_is_nerfstudios_get_viewmat_operation_for_operation():
     camera_to_worlds = torch.cat([rotations, torch.randn(6, 3, 1, generator=generator)], 2)
     eager_get_viewmat = get_viewmat._torchdynamo_orig_callable
     assert torch.equal(world_to_camera(camera_to_worlds), eager_get_viewmat(camera_to_worlds))
+
+
+def test_renders_take_splatfactos_compiled_view_matrices_one_view_at_a_time():
+    """The matrices odin renders with are what splatfacto's own (compiled) ``get_viewmat`` gives each view alone,
+    bit for bit, whatever the eager operations round to."""
+    generator = torch.Generator().manual_seed(6)
+    rotations, _ = torch.linalg.qr(torch.randn(5, 3, 3, generator=generator))
+    camera_to_worlds = torch.cat([rotations, 3 * torch.randn(5, 3, 1, generator=generator)], 2)
+    viewmats = splatfacto_view_matrices(camera_to_worlds)
+    for view in range(5):
+        assert torch.equal(viewmats[view], get_viewmat(camera_to_worlds[view : view + 1])[0]), view
 
 
 def test_the_view_inverses_are_gsplats_own_inverse_of_each_view():

@@ -24,7 +24,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from odin_ns.comm.context import DistContext
 from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
-from odin_ns.rendering import scaled_intrinsics, view_inverses, world_to_camera
+from odin_ns.rendering import scaled_intrinsics, splatfacto_view_matrices, view_inverses
 from odin_ns.schedule.partition import DEFAULT_NUM_REGIONS
 from odin_ns.schedule.plan import Order, SchedulePlan, build_plan, check_views_per_step
 from odin_ns.schedule.rlg import DEFAULT_MAX_TRACK_LENGTH, DEFAULT_TOP_K
@@ -174,7 +174,7 @@ class OdinDataManager(FullImageDatamanager):
     def _unit_cameras(self, views: Tuple[int, ...], size: Tuple[int, int]) -> Cameras:
         """The (B,) device Cameras of ``views``: rows of every training view's device camera, built once. Its
         metadata also holds what gsplat takes for these views at full resolution, the world-to-camera matrices
-        (``viewmats``, [B, 4, 4]) and the intrinsics (``intrinsics``, [B, 3, 3]): otherwise each render rebuilds them
+        (``viewmats``, [B, 4, 4], splatfacto's own: ``splatfacto_view_matrices``) and the intrinsics (``intrinsics``, [B, 3, 3]): otherwise each render rebuilds them
         from the same fixed cameras in about twenty small launches; and the view matrices' inverses
         (``camtoworlds``, ``view_inverses``: each the one gsplat computes for that view), which gsplat would otherwise
         compute on every render. A unit's Cameras is kept for when
@@ -209,7 +209,7 @@ class OdinDataManager(FullImageDatamanager):
     def _device_view_matrices(self) -> Dict[str, torch.Tensor]:
         """Every training view's gsplat matrices at full resolution (see ``_unit_cameras``)."""
         cameras = self._device_train_cameras
-        viewmats = world_to_camera(cameras.camera_to_worlds)
+        viewmats = splatfacto_view_matrices(cameras.camera_to_worlds)
         return {"viewmats": viewmats, "camtoworlds": view_inverses(viewmats),
                 "intrinsics": scaled_intrinsics(cameras, 1.0)}
 

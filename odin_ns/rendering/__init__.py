@@ -38,14 +38,22 @@ def resolve_renderer(requested: RendererName, device: torch.device) -> Literal["
 
 
 def world_to_camera(camera_to_worlds: torch.Tensor) -> torch.Tensor:
-    """[C, 4, 4] world-to-camera matrices gsplat renders with, from nerfstudio's [C, 3, 4] camera-to-world poses:
-    OpenGL axes to OpenCV's (y and z flipped), then the rigid inverse, operation for operation what nerfstudio's
-    ``get_viewmat`` computes. That one runs under ``torch.compile``, which costs every process seconds of compilation
-    (again for each new batch size) for a few 3x4 matrices; this one builds its constants on the device, so it
-    copies nothing from the host either."""
+    """[C, 4, 4] world-to-camera matrices (OpenCV axes) from nerfstudio's [C, 3, 4] camera-to-world poses: OpenGL axes
+    to OpenCV's (y and z flipped), then the rigid inverse, operation for operation what nerfstudio's ``get_viewmat``
+    computes, run eagerly (the host's predictions, in float64). Renders take ``splatfacto_view_matrices``."""
     inverse_rotation = _opencv_rotation(camera_to_worlds).transpose(1, 2)
     translation = -torch.bmm(inverse_rotation, camera_to_worlds[:, :3, 3:4])
     return _homogeneous(inverse_rotation, translation)
+
+
+def splatfacto_view_matrices(camera_to_worlds: torch.Tensor) -> torch.Tensor:
+    """[C, 4, 4] the world-to-camera matrices splatfacto renders the poses with: nerfstudio's compiled ``get_viewmat``,
+    one view at a time as splatfacto calls it. On CUDA the compiled kernel rounds some poses' translations
+    differently from the same operations run eagerly, and an ulp in a view matrix moves every pixel of the view: odin's
+    renders are stock's bit for bit only from these. Compiled once per process (a one-view batch)."""
+    from nerfstudio.models.splatfacto import get_viewmat
+
+    return torch.cat([get_viewmat(camera_to_worlds[view : view + 1]) for view in range(len(camera_to_worlds))])
 
 
 def view_inverses(viewmats: torch.Tensor) -> torch.Tensor:
