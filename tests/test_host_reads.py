@@ -56,12 +56,14 @@ def test_a_steady_cuda_step_with_presized_intersections_synchronises_nothing(tin
     logs, evaluates, saves nor refines makes no host synchronisation (without them, gsplat's intersection count is
     one per step; capturing a unit checks the capture on the host, once per shape)."""
     trainer = in_process_trainer(tiny_scene, tmp_path, "cuda", warmup_length=10_000, presized_intersections=True)
-    graphs = trainer.pipeline.runtime.graphs
     views = len(trainer.pipeline.datamanager.train_dataset)
     step = 1
-    while step < views + 4 or graphs.stats.replayed == 0:  # every view counted, then its shape captured and replayed
+    while True:  # every view counted, then the unit's shape captured and replayed
         run_step(trainer, step)
         step += 1
+        graphs = trainer.pipeline.runtime.graphs  # the runtime is built by the first step
+        if step >= views + 4 and graphs.stats.replayed > 0:
+            break
         assert step < 3 * views + 8, graphs.stats
     torch.cuda.synchronize()
     replayed = graphs.stats.replayed

@@ -48,9 +48,9 @@ def world_to_camera(camera_to_worlds: torch.Tensor) -> torch.Tensor:
 
 def splatfacto_view_matrices(camera_to_worlds: torch.Tensor) -> torch.Tensor:
     """[C, 4, 4] the world-to-camera matrices splatfacto renders the poses with: nerfstudio's compiled ``get_viewmat``,
-    one view at a time as splatfacto calls it. On CUDA the compiled kernel rounds some poses' translations
-    differently from the same operations run eagerly, and an ulp in a view matrix moves every pixel of the view: odin's
-    renders are stock's bit for bit only from these. Compiled once per process (a one-view batch)."""
+    one view per call as splatfacto calls it, so that they are its matrices bit for bit whatever batching or
+    compilation would change in the rounding (an ulp in a view matrix moves every pixel of the view, and the L1
+    gradient's sign wherever a pixel meets its target). Compiled once per process (a one-view batch)."""
     from nerfstudio.models.splatfacto import get_viewmat
 
     return torch.cat([get_viewmat(camera_to_worlds[view : view + 1]) for view in range(len(camera_to_worlds))])

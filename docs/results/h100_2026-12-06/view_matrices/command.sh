@@ -3,10 +3,13 @@
 # matrices from nerfstudio's compiled get_viewmat against the same operations eagerly, and the view of each probed
 # step; then the torch-path probe (TF32 off) with odin rendering from splatfacto's compiled matrices, beside the GPU
 # tests of the captured step, the host reads and the view matrices. From the repository root with .whl, .gpu and
-# data/cup77 carried; the logs come back in logs.tgz.
+# data/cup77 carried; the logs come back in logs.tgz (here in logs/). Ran on an H100 (the H200 was not lent).
+# gpu_tests.txt holds the steady-step host-read test as it was before it read the runtime after the first step (its
+# one failure, an AttributeError); host_reads_gpu.txt is tests/test_host_reads.py after that, on the same machine:
+#   source .gpu/device_env.sh; python3 -m pytest -q tests/test_host_reads.py
 source .gpu/device_env.sh; export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
 start=$SECONDS
-HERE=docs/results/h200_2026-12-06/view_matrices
+HERE=docs/results/h100_2026-12-06/view_matrices
 P=docs/results/h200_2026-12-02/stock_equivalence/stock_vs_odin.py
 STEPS="1099 5999"
 R=/tmp/logs; mkdir -p $R
