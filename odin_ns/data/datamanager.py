@@ -174,13 +174,12 @@ class OdinDataManager(FullImageDatamanager):
     def _unit_cameras(self, views: Tuple[int, ...], size: Tuple[int, int]) -> Cameras:
         """The (B,) device Cameras of ``views``: rows of every training view's device camera, built once. Its
         metadata also holds what gsplat takes for these views at full resolution, the world-to-camera matrices
-        (``viewmats``, [B, 4, 4], splatfacto's own: ``splatfacto_view_matrices``) and the intrinsics (``intrinsics``, [B, 3, 3]): otherwise each render rebuilds them
-        from the same fixed cameras in about twenty small launches; and the view matrices' inverses
-        (``camtoworlds``, ``view_inverses``: each the one gsplat computes for that view), which gsplat would otherwise
-        compute on every render. A unit's Cameras is kept for when
-        the plan deals the same views again (every epoch, with one view per rank), the last ``len(views of the
-        capture)`` of them: with several views per rank the plan deals new combinations every epoch. Callers must
-        not modify it."""
+        (``viewmats``, [B, 4, 4], splatfacto's own: ``splatfacto_view_matrices``) and the intrinsics (``intrinsics``,
+        [B, 3, 3]): otherwise each render rebuilds them from the same fixed cameras in about twenty small launches;
+        and the view matrices' inverses (``camtoworlds``, ``view_inverses``: each the one gsplat computes for that
+        view), which gsplat would otherwise compute on every render. A unit's Cameras is kept for when the plan deals
+        the same views again (every epoch, with one view per rank), the last ``len(views of the capture)`` of them:
+        with several views per rank the plan deals new combinations every epoch. Callers must not modify it."""
         cameras = self._cameras_of_units.pop(views, None)
         if cameras is None:
             every_view = self._device_train_cameras
