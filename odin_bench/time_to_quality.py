@@ -64,6 +64,10 @@ class TimeToQualityCommand:
     resume on the next invocation with the same ``out``); None: run to the end."""
     out: Path = Path("outputs/time_to_quality")
     """Where runs, results.json and the plot go."""
+    render_views: Tuple[str, ...] = ()
+    """Held-out images (file names, e.g. ``61.jpg``) whose ground truth, render and depth are written side by side at
+    every evaluation, to ``out/renders/<configuration>/<views>_<name>.jpg``: where a run loses one view, what it put
+    in front of that camera. A name that is not a held-out image stops the run before training, in one line."""
     clock_shared: bool = False
     """Other processes train on this GPU meanwhile (several seeds or configurations at once, for their PSNR): each
     entry trained here says so, and ``time-to-quality-report`` counts its PSNR but not its time."""
@@ -101,6 +105,7 @@ class TimeToQualityCommand:
                              f"its checkpoint in {progress['load_dir']} is gone (remove the {name} entry to train it "
                              f"from the start)")
         trainer = self._trainer(name, views_per_step, steps, progress)
+        renders = held_out_renders(trainer, self.render_views, self.out / "renders" / name)
         step, clock = progress["step"], progress["train_s"]
         started = time.perf_counter()
         bar = tqdm(total=steps, initial=step, desc=name, unit="step")
@@ -116,7 +121,8 @@ class TimeToQualityCommand:
             bar.update(chunk_end - bar.n)
             gaussians = int(trainer.pipeline.model.num_points)
             progress["curve"].append({"step": step, "views": step * views_per_step, "train_s": clock,
-                                      "gaussians": gaussians, **held_out_metrics(trainer)})
+                                      "gaussians": gaussians,
+                                      **held_out_metrics(trainer, renders, f"{step * views_per_step:06d}_")})
             progress.update(step=step, train_s=clock, num_gaussians=gaussians)
             if budget_s is not None and time.perf_counter() - started > budget_s and step < steps:
                 trainer.save_checkpoint(step - 1)  # nerfstudio resumes at the step after the one saved
@@ -345,11 +351,25 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
+def held_out_renders(trainer, names: Tuple[str, ...], folder: Path) -> Dict[int, Path]:
+    """Where each named held-out image's renders go, by its index in the evaluation dataset (SystemExit in one line
+    for a name that is not a held-out image)."""
+    filenames = [Path(name).name for name in trainer.pipeline.datamanager.eval_dataset.image_filenames]
+    unknown = sorted(set(names) - set(filenames))
+    if unknown:
+        raise SystemExit(f"error: --render-views {' '.join(unknown)}: not a held-out image of this capture (held out: "
+                         f"{' '.join(filenames)})")
+    if names:
+        folder.mkdir(parents=True, exist_ok=True)
+    return {filenames.index(name): folder / Path(name).stem for name in names}
+
+
 @torch.no_grad()
-def held_out_metrics(trainer) -> Dict:
+def held_out_metrics(trainer, renders: Optional[Dict[int, Path]] = None, prefix: str = "") -> Dict:
     """PSNR and SSIM averaged over the held-out views as nerfstudio's evaluation averages them, and each view's PSNR:
-    whether a run that falls or climbs by a dB does so on one view or on all of them. Odin publishes what is in flight
-    first."""
+    whether a run that falls or climbs by a dB does so on one view or on all of them. The views in ``renders`` (by
+    evaluation index) are also written as ground truth | render | depth to ``<prefix><stem>.jpg`` in their folder.
+    Odin publishes what is in flight first."""
     pipeline = trainer.pipeline
     if hasattr(pipeline, "drain"):
         pipeline.drain()
@@ -357,11 +377,26 @@ def held_out_metrics(trainer) -> Dict:
     per_view = []
     for camera, batch in pipeline.datamanager.fixed_indices_eval_dataloader:
         outputs = pipeline.model.get_outputs_for_camera(camera=camera)
-        per_view.append(pipeline.model.get_image_metrics_and_images(outputs, batch)[0])
+        metrics, images = pipeline.model.get_image_metrics_and_images(outputs, batch)
+        per_view.append(metrics)
+        if renders and batch["image_idx"] in renders:
+            write_render(images["img"], outputs, renders[batch["image_idx"]].with_name(
+                prefix + renders[batch["image_idx"]].name + ".jpg"))
     pipeline.train()
     metrics = {key: float(torch.mean(torch.tensor([float(view[key]) for view in per_view])))
                for key in ("psnr", "ssim") if key in per_view[0]}
     return {**metrics, "psnr_per_view": [float(view["psnr"]) for view in per_view]}
+
+
+def write_render(ground_truth_and_render: torch.Tensor, outputs: Dict, path: Path) -> None:
+    """Ground truth | render (nerfstudio's side-by-side image) | depth in nerfstudio's depth colour map, as a JPEG: a
+    floater in front of the camera shows as a blob nearer than the object."""
+    from nerfstudio.utils.colormaps import apply_depth_colormap
+    from PIL import Image
+
+    depth = apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"])
+    row = torch.cat([ground_truth_and_render, depth.to(ground_truth_and_render)], dim=1)
+    Image.fromarray((row.clamp(0, 1) * 255).round().byte().cpu().numpy()).save(path, quality=90)
 
 
 def stand_in_for_lpips() -> None:

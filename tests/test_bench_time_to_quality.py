@@ -271,3 +271,27 @@ def test_a_run_whose_checkpoint_is_gone_is_refused_in_one_line(tiny_scene: Path,
     with pytest.raises(SystemExit, match=r"^error: .*results.json: odin-b1 stopped at 8 steps, and its checkpoint in "
                                          r".*gone is gone \(remove the odin-b1 entry to train it from the start\)$"):
         command.main()
+
+
+def test_named_held_out_views_are_written_as_truth_render_and_depth(tiny_scene: Path, tmp_path: Path):
+    """--render-views writes the named held-out views, at every evaluation, three images wide (ground truth, render,
+    depth) at the view's size; a name that is not held out stops in one line naming the held-out images."""
+    from PIL import Image
+
+    from odin_ns.in_process import in_process_trainer, run_step
+    from odin_bench.time_to_quality import held_out_metrics, held_out_renders
+
+    trainer = in_process_trainer(tiny_scene, tmp_path / "run", "cpu")
+    dataset = trainer.pipeline.datamanager.eval_dataset
+    held_out = [Path(name).name for name in dataset.image_filenames]
+    with pytest.raises(SystemExit, match=r"^error: --render-views nope\.png: not a held-out image .*" + held_out[0]):
+        held_out_renders(trainer, ("nope.png",), tmp_path / "renders")
+    renders = held_out_renders(trainer, (held_out[-1],), tmp_path / "renders")
+    for step in range(3):
+        run_step(trainer, step)
+        held_out_metrics(trainer, renders, f"{step:06d}_")
+    stem = Path(held_out[-1]).stem
+    written = sorted(path.name for path in (tmp_path / "renders").iterdir())
+    assert written == [f"{step:06d}_{stem}.jpg" for step in range(3)]
+    height, width = dataset[len(held_out) - 1]["image"].shape[:2]
+    assert Image.open(tmp_path / "renders" / written[0]).size == (3 * width, height)
