@@ -33,7 +33,7 @@ def main(data: str, out: str) -> None:
     distance = [float((train_centres - c2w[:3, 3]).norm(dim=1).min()) for c2w in held_out.cameras.camera_to_worlds]
     seeds = {seed: curves(seed) for seed in (7, 8)}
     print("| held-out view | to the nearest training camera | "
-          + " | ".join(f"seed {s} at {min(max(r[c]) for c in r):,} views: stock / odin 1 / odin 4"
+          + " | ".join(f"seed {s} at {min(max(r[c]) for c in r):,} views: stock / odin 1 - stock / odin 4 - stock"
                        for s, r in seeds.items()) + " |")
     print("|---|---|" + "---|" * len(seeds))
     for view, name in enumerate(names):
