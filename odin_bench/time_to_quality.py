@@ -380,8 +380,8 @@ def held_out_metrics(trainer, renders: Optional[Dict[int, Path]] = None, prefix:
         metrics, images = pipeline.model.get_image_metrics_and_images(outputs, batch)
         per_view.append(metrics)
         if renders and batch["image_idx"] in renders:
-            write_render(images["img"], outputs, renders[batch["image_idx"]].with_name(
-                prefix + renders[batch["image_idx"]].name + ".jpg"))
+            stem = renders[batch["image_idx"]]
+            write_render(images["img"], outputs, stem.with_name(f"{prefix}{stem.name}.jpg"))
     pipeline.train()
     metrics = {key: float(torch.mean(torch.tensor([float(view[key]) for view in per_view])))
                for key in ("psnr", "ssim") if key in per_view[0]}
