@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shlex
 import statistics
 import time
 from dataclasses import dataclass
@@ -68,6 +69,10 @@ class TimeToQualityCommand:
     """Held-out images (file names, e.g. ``61.jpg``) whose ground truth, render and depth are written side by side at
     every evaluation, to ``out/renders/<configuration>/<views>_<name>.jpg``: where a run loses one view, what it put
     in front of that camera. A name that is not a held-out image stops the run before training, in one line."""
+    odin_args: str = ""
+    """More ns-train arguments for every odin-splatfacto configuration, as one shell-quoted string (write
+    ``--odin-args='--pipeline.datamanager.order random'``): an ablation against the defaults. A results.json
+    resumes only with the arguments it was started with."""
     clock_shared: bool = False
     """Other processes train on this GPU meanwhile (several seeds or configurations at once, for their PSNR): each
     entry trained here says so, and ``time-to-quality-report`` counts its PSNR but not its time."""
@@ -98,7 +103,14 @@ class TimeToQualityCommand:
         views_per_step = 1 if name == STOCK else int(name.split("-b")[1])
         steps = self.views // views_per_step
         eval_every = max(1, self.eval_every_views // views_per_step)
-        progress = progress or {"curve": [], "train_s": 0.0, "step": 0, "views_per_step": views_per_step}
+        arguments = [] if name == STOCK else shlex.split(self.odin_args)
+        progress = progress or {"curve": [], "train_s": 0.0, "step": 0, "views_per_step": views_per_step,
+                                "arguments": arguments}
+        if progress.get("arguments", []) != arguments:
+            raise SystemExit(f"error: {self.out / 'results.json'}: {name} was started with arguments "
+                             f"{progress.get('arguments', [])}, not {arguments} (another --out, or the same "
+                             "--odin-args)")
+        progress["arguments"] = arguments
         progress["clock_shared"] = progress.get("clock_shared", False) or self.clock_shared
         if "load_dir" in progress and not any(Path(progress["load_dir"]).glob("step-*.ckpt")):
             raise SystemExit(f"error: {self.out / 'results.json'}: {name} stopped at {progress['step']:,} steps, and "
@@ -149,7 +161,8 @@ class TimeToQualityCommand:
             stand_in_for_lpips()
             args = ["splatfacto", *common, "colmap", "--colmap-path", "sparse/0", "--downscale-factor", "1"]
         else:
-            args = ["odin-splatfacto", *common, "--pipeline.datamanager.views-per-rank", str(views_per_step)]
+            args = ["odin-splatfacto", *common, "--pipeline.datamanager.views-per-rank", str(views_per_step),
+                    *progress["arguments"]]
         config = tyro.cli(AnnotatedBaseConfigUnion, args=args)
         config.pipeline.datamanager.data = config.data  # what ns-train does with its --data alias
         if "load_dir" in progress:

@@ -295,3 +295,31 @@ def test_named_held_out_views_are_written_as_truth_render_and_depth(tiny_scene: 
     assert written == [f"{step:06d}_{stem}.jpg" for step in range(3)]
     height, width = dataset[len(held_out) - 1]["image"].shape[:2]
     assert Image.open(tmp_path / "renders" / written[0]).size == (3 * width, height)
+
+
+def test_odin_arguments_reach_every_odin_configuration_and_a_resume_keeps_them(tiny_scene: Path, tmp_path: Path,
+                                                                               monkeypatch):
+    """--odin-args adds ns-train arguments to each odin-splatfacto configuration (an ablation) and is recorded with
+    its entry; an entry started with other arguments is refused in one line instead of resumed under new ones."""
+    orders = []
+    trainer_of = TimeToQualityCommand._trainer
+
+    def recording(self, name, views_per_step, steps, progress):
+        trainer = trainer_of(self, name, views_per_step, steps, progress)
+        orders.append(trainer.pipeline.datamanager.config.order)
+        return trainer
+
+    monkeypatch.setattr(TimeToQualityCommand, "_trainer", recording)
+    out = tmp_path / "out"
+    ablation = "--pipeline.datamanager.order random"
+    TimeToQualityCommand(data=tiny_scene, views=4, views_per_step=(1, 2), stock=False, eval_every_views=4,
+                         odin_args=ablation, out=out).main()
+    assert orders == ["random", "random"]
+    results = json.loads((out / "results.json").read_text())
+    assert results["odin-b2"]["arguments"] == ["--pipeline.datamanager.order", "random"]
+    del results["odin-b2"]["done"]
+    (out / "results.json").write_text(json.dumps(results))
+    with pytest.raises(SystemExit, match=r"^error: .*results.json: odin-b2 was started with arguments "
+                                         r"\['--pipeline.datamanager.order', 'random'\], not \[\] "):
+        TimeToQualityCommand(data=tiny_scene, views=4, views_per_step=(1, 2), stock=False, eval_every_views=4,
+                             out=out).main()
