@@ -126,7 +126,8 @@ def _method_config(data: Path, world_size: int):
     config = copy.deepcopy(odin_splatfacto.config)
     config.pipeline.datamanager.dataparser.data = data
     if config.pipeline.scale_with_batch:
-        config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, world_size)
+        config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, world_size,
+                                                config.pipeline.lr_batch_exponent)
     return config
 
 

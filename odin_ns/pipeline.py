@@ -39,8 +39,12 @@ class OdinPipelineConfig(VanillaPipelineConfig):
     odin: RuntimeConfig = field(default_factory=RuntimeConfig)
     """How the Gaussians' gradients are exchanged and published across ranks."""
     scale_with_batch: bool = True
-    """Scale learning rates by sqrt(B), Adam eps by 1/sqrt(B), betas to beta**B and count schedules in steps of B
-    views, for B views per step over all ranks (``odin_ns.batch``); False keeps splatfacto's per-step values."""
+    """Scale learning rates by B ** lr-batch-exponent, Adam eps by 1/sqrt(B), betas to beta**B and count schedules in
+    steps of B views, for B views per step over all ranks (``odin_ns.batch``); False keeps splatfacto's per-step
+    values."""
+    lr_batch_exponent: float = 0.5
+    """Power of B the learning rates are multiplied by at B views per step: 0.5 is Grendel-GS's square-root rule
+    (the views' gradients are noise around one direction), 1 the linear rule (every view pushes the same way)."""
 
 
 class OdinPipeline(VanillaPipeline):

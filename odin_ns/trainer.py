@@ -195,9 +195,11 @@ class OdinTrainer(Trainer):
             CONSOLE.log("CUDA is not available: training on the CPU")
         views = self.context.world_size * config.pipeline.datamanager.views_per_rank
         if config.pipeline.scale_with_batch and views > 1:
-            config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, views)
+            exponent = config.pipeline.lr_batch_exponent
+            config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, views, exponent)
             if self.context.is_main:
-                CONSOLE.log(f"{views} views per step: learning rates x sqrt({views}), Adam eps / sqrt({views}), "
+                CONSOLE.log(f"{views} views per step: learning rates x {views} ** {exponent:g}, "
+                            f"Adam eps / sqrt({views}), "
                             f"betas ** {views}, schedules counted in steps of {views} views")
         with self._said_by_rank_0():  # nerfstudio's constructor prints the checkpoint folder and the precision
             super().__init__(config, self.context.local_rank, self.context.world_size)

@@ -29,6 +29,18 @@ def test_grendel_rules_for_b_views():
         assert getattr(model, name) == max(1, getattr(before.pipeline.model, name) // 8), name
 
 
+def test_the_linear_rule_multiplies_learning_rates_and_their_final_values_by_b():
+    config = copy.deepcopy(odin_splatfacto.config)
+    before = copy.deepcopy(config)
+    scale_for_batch(config.optimizers, config.pipeline.model, views_per_step=4, lr_exponent=1.0)
+    for name, group in config.optimizers.items():
+        old = before.optimizers[name]
+        assert group["optimizer"].lr == pytest.approx(old["optimizer"].lr * 4), name
+        assert group["optimizer"].eps == pytest.approx(old["optimizer"].eps / 2), name
+        if group["scheduler"] is not None and old["scheduler"].lr_final is not None:
+            assert group["scheduler"].lr_final == pytest.approx(old["scheduler"].lr_final * 4), name
+
+
 def test_one_view_per_step_changes_nothing():
     config = copy.deepcopy(odin_splatfacto.config)
     before = copy.deepcopy(config)
@@ -44,3 +56,12 @@ def test_the_trainer_scales_for_world_size_times_views_per_rank(tiny_scene, tmp_
     trainer = OdinTrainer(config)
     assert trainer.config.pipeline.model.views_per_step == 4
     assert trainer.config.optimizers["means"]["optimizer"].lr == pytest.approx(lr * 2)
+
+
+def test_the_trainer_takes_the_power_of_b_from_the_pipeline(tiny_scene, tmp_path):
+    config = copy.deepcopy(odin_splatfacto.config)
+    config.data, config.output_dir, config.machine.device_type = tiny_scene, tmp_path, "cpu"
+    config.pipeline.datamanager.views_per_rank = 4
+    config.pipeline.lr_batch_exponent = 1.0
+    lr = config.optimizers["means"]["optimizer"].lr
+    assert OdinTrainer(config).config.optimizers["means"]["optimizer"].lr == pytest.approx(lr * 4)
