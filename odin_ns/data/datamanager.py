@@ -54,7 +54,8 @@ class OdinDataManagerConfig(FullImageDatamanagerConfig):
 
     _target: Type = field(default_factory=lambda: OdinDataManager)
     order: Order = "rlg"
-    """rlg: consecutive steps rotate through weakly coupled regions of the RLG; random: plain shuffle (baseline)."""
+    """rlg: consecutive steps rotate through weakly coupled regions of the RLG, and a step of several views takes them
+    from one region, so its update stays compact; random: plain shuffle (baseline)."""
     views_per_rank: int = 1
     """Views each rank renders per step, in one rasterizer call (global batch B = world size x views per rank;
     ``odin_ns.batch`` scales learning rates, eps, betas and schedules for it). The training images must share one
