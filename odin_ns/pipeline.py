@@ -46,6 +46,13 @@ class OdinPipelineConfig(VanillaPipelineConfig):
     """Power of B the learning rates are multiplied by at B views per step: 0.5 is Grendel-GS's square-root rule
     (the views' gradients are noise around one direction), 1 the linear rule (every view pushes the same way)."""
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.lr_batch_exponent <= 1.0:
+            raise ValueError(f"lr_batch_exponent must be within [0, 1] (0.5: square root, 1: linear), got "
+                             f"{self.lr_batch_exponent}")
+        if not self.scale_with_batch and self.lr_batch_exponent != 0.5:
+            raise ValueError("lr_batch_exponent scales the learning rates only with scale_with_batch True")
+
 
 class OdinPipeline(VanillaPipeline):
     """Trains one task unit per step through :class:`OdinRuntime`; see the module docstring."""

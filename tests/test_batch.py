@@ -65,3 +65,14 @@ def test_the_trainer_takes_the_power_of_b_from_the_pipeline(tiny_scene, tmp_path
     config.pipeline.lr_batch_exponent = 1.0
     lr = config.optimizers["means"]["optimizer"].lr
     assert OdinTrainer(config).config.optimizers["means"]["optimizer"].lr == pytest.approx(lr * 4)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"lr_batch_exponent": 2.0}, r"lr_batch_exponent must be within \[0, 1\]"),
+    ({"lr_batch_exponent": 1.0, "scale_with_batch": False}, "only with scale_with_batch True"),
+])
+def test_a_power_of_b_that_would_not_apply_is_refused(options, message):
+    from odin_ns.pipeline import OdinPipelineConfig
+
+    with pytest.raises(ValueError, match=message):
+        OdinPipelineConfig(**options)
