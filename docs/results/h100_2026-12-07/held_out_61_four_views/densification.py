@@ -31,7 +31,8 @@ def refines(logs, views_per_step):
 
 
 def main(arguments):
-    header = "| run | " + " | ".join(f"{a:,}-{b:,} views: added / pruned" for a, b in STRETCHES) + " | after 2,900 views |"
+    stretches = [f"{a:,}-{b:,} views" if a < b else f"at {a:,} views" for a, b in STRETCHES]
+    header = "| run | " + " | ".join(f"{views}: added / pruned" for views in stretches) + " | after 2,900 views |"
     print(header + "\n" + "|---" * (len(STRETCHES) + 2) + "|")
     for argument in arguments:
         label, rest = argument.split("=", 1)
