@@ -15,8 +15,11 @@ a machine that keeps ``out``. Configurations run one after another in one proces
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
+import multiprocessing
+import os
 import shlex
 import statistics
 import time
@@ -76,8 +79,16 @@ class TimeToQualityCommand:
     clock_shared: bool = False
     """Other processes train on this GPU meanwhile (several seeds or configurations at once, for their PSNR): each
     entry trained here says so, and ``time-to-quality-report`` counts its PSNR but not its time."""
+    seeds: Tuple[int, ...] = ()
+    """Train these seeds instead of ``seed``: every configuration of every seed at once, each in its own process on
+    this GPU (so their clocks are shared: PSNR only), in ``out/seed_<N>/<configuration>/`` with its log in log.txt
+    there; each seed's configurations are then joined into ``out/seed_<N>/results.json`` for
+    ``time-to-quality-report``. ``budget_s`` applies to each process; invoke again with the same ``out`` to go on."""
 
     def main(self) -> None:
+        if self.seeds:
+            self._train_seeds_at_once()
+            return
         started = time.perf_counter()
         results_path = self.out / "results.json"
         results: Dict[str, Dict] = json.loads(results_path.read_text()) if results_path.exists() else {}
@@ -99,8 +110,37 @@ class TimeToQualityCommand:
         if STOCK in finished:
             plot(results, finished, self.out / "time_to_quality.png")
 
+    def _train_seeds_at_once(self) -> None:
+        if self.stock_from is not None:
+            raise SystemExit("error: --stock-from is one seed's stock run: give --seed with it, not --seeds")
+        names = ([STOCK] if self.stock else []) + [f"odin-b{views}" for views in self.views_per_step]
+        spawn = multiprocessing.get_context("spawn")  # a CUDA process cannot fork
+        processes = {}
+        for seed in self.seeds:
+            for name in names:
+                folder = self.out / f"seed_{seed}" / name
+                folder.mkdir(parents=True, exist_ok=True)
+                one = dataclasses.replace(self, seeds=(), seed=seed, stock=name == STOCK, clock_shared=True,
+                                          views_per_step=() if name == STOCK else (views_per_step_of(name),),
+                                          out=folder)
+                processes[seed, name] = spawn.Process(target=main_logged, args=(one, folder / "log.txt"))
+                processes[seed, name].start()
+        for process in processes.values():
+            process.join()
+        for seed in self.seeds:
+            joined = {}
+            for name in names:
+                path = self.out / f"seed_{seed}" / name / "results.json"
+                joined.update(json.loads(path.read_text()) if path.exists() else {})
+            (self.out / f"seed_{seed}" / "results.json").write_text(json.dumps(joined, indent=2))
+            print(f"seed {seed}:\n{summary_table(joined, [name for name in names if joined.get(name, {}).get('done')])}")
+        failed = [f"seed {seed} {name} (exit code {process.exitcode}; {self.out / f'seed_{seed}' / name / 'log.txt'})"
+                  for (seed, name), process in processes.items() if process.exitcode]
+        if failed:
+            raise SystemExit("error: failed: " + ", ".join(failed))
+
     def _train(self, name: str, progress: Optional[Dict], budget_s: Optional[float]) -> Dict:
-        views_per_step = 1 if name == STOCK else int(name.split("-b")[1])
+        views_per_step = views_per_step_of(name)
         steps = self.views // views_per_step
         eval_every = max(1, self.eval_every_views // views_per_step)
         arguments = [] if name == STOCK else shlex.split(self.odin_args)
@@ -176,6 +216,20 @@ class TimeToQualityCommand:
         if name == STOCK:
             bind_optimizers_to_model_tensors(trainer.pipeline, trainer.optimizers)  # odin's trainer binds its own
         return trainer
+
+
+def views_per_step_of(name: str) -> int:
+    """Views per step of a configuration by its name (stock trains one; ``odin-b4`` four)."""
+    return 1 if name == STOCK else int(name.split("-b")[1])
+
+
+def main_logged(command: TimeToQualityCommand, log: Path) -> None:
+    """``command.main()`` with this process's output (tqdm's bars and nerfstudio's console included) appended to
+    ``log``: the body of one of ``--seeds``' processes."""
+    with open(log, "a") as stream:
+        os.dup2(stream.fileno(), 1)
+        os.dup2(stream.fileno(), 2)
+        command.main()
 
 
 def earlier_stock(path: Path, views: int) -> Dict:
