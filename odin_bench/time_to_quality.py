@@ -9,7 +9,8 @@ final PSNR go to ``results.json``, a table on stdout and a plot (PSNR against se
 
 A configuration that has not finished when ``budget_s`` of this invocation have passed saves a checkpoint and its
 curve, and the next invocation resumes it (nerfstudio's ``--load-dir``): a long run can span several invocations on
-a machine that keeps ``out``. Configurations run one after another in one process, so they share the machine's state.
+a machine that keeps ``out``. Configurations run one after another in one process, so they share the machine's state;
+with ``seeds``, every configuration of every seed trains at once in its own process, for PSNR only.
 """
 
 from __future__ import annotations
