@@ -134,7 +134,8 @@ class TimeToQualityCommand:
                 path = self.out / f"seed_{seed}" / name / "results.json"
                 joined.update(json.loads(path.read_text()) if path.exists() else {})
             (self.out / f"seed_{seed}" / "results.json").write_text(json.dumps(joined, indent=2))
-            print(f"seed {seed}:\n{summary_table(joined, [name for name in names if joined.get(name, {}).get('done')])}")
+            finished = [name for name in names if joined.get(name, {}).get("done")]
+            print(f"seed {seed}:\n{summary_table(joined, finished)}")
         failed = [f"seed {seed} {name} (exit code {process.exitcode}; {self.out / f'seed_{seed}' / name / 'log.txt'})"
                   for (seed, name), process in processes.items() if process.exitcode]
         if failed:

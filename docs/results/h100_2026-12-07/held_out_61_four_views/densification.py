@@ -22,7 +22,8 @@ def refines(logs, views_per_step):
     """{views: (added, pruned, count after)} from gsplat's verbose lines."""
     text = "".join(Path(log).read_text(errors="replace") for log in logs).replace("\r", "\n")
     rows = {}
-    for step, dupli, split, _ in re.findall(r"Step (\d+): (\d+) GSs duplicated, (\d+) GSs split. Now having (\d+)", text):
+    grown = r"Step (\d+): (\d+) GSs duplicated, (\d+) GSs split. Now having (\d+)"
+    for step, dupli, split, _ in re.findall(grown, text):
         rows.setdefault(int(step) * views_per_step, [0, 0, 0])[0] = int(dupli) + int(split)
     for step, pruned, count in re.findall(r"Step (\d+): (\d+) GSs pruned. Now having (\d+)", text):
         row = rows.setdefault(int(step) * views_per_step, [0, 0, 0])
