@@ -120,14 +120,12 @@ def _join_process_group(renderer: str) -> DistContext:
 def _method_config(data: Path, world_size: int):
     """odin-splatfacto's configuration with Odin's batch scaling for ``world_size`` views per step, as the trainer
     applies it (the model's view-counted schedules, the SH interval among them, come back counted in steps)."""
-    from odin_ns.batch import scale_for_batch
+    from odin_ns.batch import scale_run_for_batch
     from odin_ns.method_configs import odin_splatfacto
 
     config = copy.deepcopy(odin_splatfacto.config)
     config.pipeline.datamanager.dataparser.data = data
-    if config.pipeline.scale_with_batch:
-        config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, world_size,
-                                                config.pipeline.lr_batch_exponent)
+    scale_run_for_batch(config, world_size)
     return config
 
 

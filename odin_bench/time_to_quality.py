@@ -97,7 +97,7 @@ class TimeToQualityCommand:
         if self.stock_from is not None:
             results[STOCK] = earlier_stock(self.stock_from, self.views)
             results_path.write_text(json.dumps(results, indent=2))
-        names = ([STOCK] if self.stock or self.stock_from else []) + [f"odin-b{views}" for views in self.views_per_step]
+        names = self._configurations()
         for name in names:
             left = None if self.budget_s is None else self.budget_s - (time.perf_counter() - started)
             if results.get(name, {}).get("done"):
@@ -111,10 +111,14 @@ class TimeToQualityCommand:
         if STOCK in finished:
             plot(results, finished, self.out / "time_to_quality.png")
 
+    def _configurations(self) -> List[str]:
+        """The configurations this command trains, stock first."""
+        return ([STOCK] if self.stock or self.stock_from else []) + [f"odin-b{views}" for views in self.views_per_step]
+
     def _train_seeds_at_once(self) -> None:
         if self.stock_from is not None:
             raise SystemExit("error: --stock-from is one seed's stock run: give --seed with it, not --seeds")
-        names = ([STOCK] if self.stock else []) + [f"odin-b{views}" for views in self.views_per_step]
+        names = self._configurations()
         spawn = multiprocessing.get_context("spawn")  # a CUDA process cannot fork
         processes = {}
         for seed in self.seeds:
@@ -136,7 +140,7 @@ class TimeToQualityCommand:
             (self.out / f"seed_{seed}" / "results.json").write_text(json.dumps(joined, indent=2))
             finished = [name for name in names if joined.get(name, {}).get("done")]
             print(f"seed {seed}:\n{summary_table(joined, finished)}")
-        failed = [f"seed {seed} {name} (exit code {process.exitcode}; {self.out / f'seed_{seed}' / name / 'log.txt'})"
+        failed = [f"seed {seed} {name} (exit code {process.exitcode}; {self.out / f'seed_{seed}' / name}/log.txt)"
                   for (seed, name), process in processes.items() if process.exitcode]
         if failed:
             raise SystemExit("error: failed: " + ", ".join(failed))

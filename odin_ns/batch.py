@@ -49,3 +49,13 @@ def scale_for_batch(
             scheduler.warmup_steps = scheduler.warmup_steps // views_per_step
     per_step = {name: max(1, getattr(model_config, name) // views_per_step) for name in VIEW_COUNTED_SCHEDULES}
     return dataclasses.replace(model_config, views_per_step=views_per_step, **per_step)
+
+
+def scale_run_for_batch(config: Any, views_per_step: int) -> bool:
+    """Apply the pipeline's batch scaling (``scale_with_batch``, ``lr_batch_exponent``) to a trainer ``config`` (its
+    optimizers and model config, in place) for ``views_per_step`` views per step; whether anything was scaled."""
+    pipeline = config.pipeline
+    if not pipeline.scale_with_batch or views_per_step == 1:
+        return False
+    pipeline.model = scale_for_batch(config.optimizers, pipeline.model, views_per_step, pipeline.lr_batch_exponent)
+    return True

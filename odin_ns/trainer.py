@@ -39,7 +39,7 @@ from nerfstudio.utils import writer
 from nerfstudio.utils.misc import step_check
 from nerfstudio.utils.rich_utils import CONSOLE
 
-from odin_ns.batch import scale_for_batch
+from odin_ns.batch import scale_run_for_batch
 from odin_ns.comm.context import DistContext
 from odin_ns.data.dataparser import DatasetError, OdinDataParserConfig
 from odin_ns.pipeline import OdinPipelineConfig
@@ -194,13 +194,9 @@ class OdinTrainer(Trainer):
         if on_the_cpu_instead and self.context.is_main:
             CONSOLE.log("CUDA is not available: training on the CPU")
         views = self.context.world_size * config.pipeline.datamanager.views_per_rank
-        if config.pipeline.scale_with_batch and views > 1:
-            exponent = config.pipeline.lr_batch_exponent
-            config.pipeline.model = scale_for_batch(config.optimizers, config.pipeline.model, views, exponent)
-            if self.context.is_main:
-                CONSOLE.log(f"{views} views per step: learning rates x {views} ** {exponent:g}, "
-                            f"Adam eps / sqrt({views}), "
-                            f"betas ** {views}, schedules counted in steps of {views} views")
+        if scale_run_for_batch(config, views) and self.context.is_main:
+            CONSOLE.log(f"{views} views per step: learning rates x {views} ** {config.pipeline.lr_batch_exponent:g}, "
+                        f"Adam eps / sqrt({views}), betas ** {views}, schedules counted in steps of {views} views")
         with self._said_by_rank_0():  # nerfstudio's constructor prints the checkpoint folder and the precision
             super().__init__(config, self.context.local_rank, self.context.world_size)
         self.stop_training = False
