@@ -44,7 +44,8 @@ class OdinPipelineConfig(VanillaPipelineConfig):
     values."""
     lr_batch_exponent: float = 0.5
     """Power of B the learning rates are multiplied by at B views per step: 0.5 is Grendel-GS's square-root rule
-    (the views' gradients are noise around one direction), 1 the linear rule (every view pushes the same way)."""
+    (the views' gradients are noise around one direction), 1 the linear rule (every view pushes the same way), 0
+    leaves them per-step."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lr_batch_exponent <= 1.0:
