@@ -25,6 +25,9 @@ from odin_ns.kernels.dispatch import BACKEND_ENV_VAR, triton_available, triton_i
 # Awkward sizes: empty, below one word, word boundaries, not a multiple of any block size.
 SIZES = [0, 1, 5, 31, 32, 33, 63, 1000, 4133]
 FRACTIONS = [0.0, 0.01, 0.5, 1.0]  # empty scope, sparse, half, full
+INTERPRETED_ROWS = 1000
+"""Largest table the drift test steps through Triton's interpreter (CI's GPU code path, slow per block): 1,000 rows
+of 59 columns span 116 Adam blocks and end inside one, which is what a bigger table adds."""
 
 _CASES = [pytest.param(("torch", "cpu"), id="torch-cpu")]
 if triton_available() and triton_interpreting():
@@ -169,6 +172,8 @@ def test_drift_of_the_complement_then_the_scope_is_bitwise_the_dense_step(case, 
     scope's rows with their gradients, ends bitwise where one dense step over a gradient that is zero outside the
     scope ends, and the drift leaves the scope's rows untouched."""
     backend, device = case
+    if (backend, device) == ("triton", "cpu") and n > INTERPRETED_ROWS:
+        pytest.skip(f"Triton's interpreter runs many blocks at {INTERPRETED_ROWS} rows already; compiled kernels run all")
     rng = np.random.default_rng(n + 29)
     columns = _splatfacto_columns(scale=1.0)
     mask = random_mask(rng, (n,), fraction)
