@@ -59,7 +59,8 @@ class TimeToQualityCommand:
     stock_from: Optional[Path] = None
     """Take stock splatfacto's finished curve from this earlier results.json (same data, views and seed, on the same
     machine kind) instead of training it: odin configurations can then be measured in later invocations against one
-    stock run. The entry keeps the file's path."""
+    stock run. The entry keeps the file's path. ``{seed}`` in the path stands for the seed: with ``seeds`` it must be
+    there (``runs/seed_{seed}/results.json``), and each seed is set against its own stock run."""
     eval_every_views: int = 2_000
     """Score the held-out views after every this many training views (and after the last)."""
     seed: int = 0
@@ -95,7 +96,7 @@ class TimeToQualityCommand:
         results: Dict[str, Dict] = json.loads(results_path.read_text()) if results_path.exists() else {}
         self.out.mkdir(parents=True, exist_ok=True)
         if self.stock_from is not None:
-            results[STOCK] = earlier_stock(self.stock_from, self.views)
+            results[STOCK] = earlier_stock(self._stock_path(self.seed), self.views)
             results_path.write_text(json.dumps(results, indent=2))
         names = self._configurations()
         for name in names:
@@ -115,17 +116,27 @@ class TimeToQualityCommand:
         """The configurations this command trains, stock first."""
         return ([STOCK] if self.stock or self.stock_from else []) + [f"odin-b{views}" for views in self.views_per_step]
 
+    def _stock_path(self, seed: int) -> Path:
+        """``stock_from`` for ``seed``."""
+        return Path(str(self.stock_from).replace("{seed}", str(seed)))
+
     def _train_seeds_at_once(self) -> None:
+        stocks = {}
         if self.stock_from is not None:
-            raise SystemExit("error: --stock-from is one seed's stock run: give --seed with it, not --seeds")
+            if "{seed}" not in str(self.stock_from):
+                raise SystemExit("error: --stock-from with --seeds names each seed's stock run: write {seed} in its "
+                                 f"path (runs/seed_{{seed}}/results.json), got {self.stock_from}")
+            stocks = {seed: earlier_stock(self._stock_path(seed), self.views) for seed in self.seeds}
         names = self._configurations()
+        trained = [name for name in names if not (name == STOCK and stocks)]
         spawn = multiprocessing.get_context("spawn")  # a CUDA process cannot fork
         processes = {}
         for seed in self.seeds:
-            for name in names:
+            for name in trained:
                 folder = self.out / f"seed_{seed}" / name
                 folder.mkdir(parents=True, exist_ok=True)
-                one = dataclasses.replace(self, seeds=(), seed=seed, stock=name == STOCK, clock_shared=True,
+                one = dataclasses.replace(self, seeds=(), seed=seed, stock=name == STOCK, stock_from=None,
+                                          clock_shared=True,
                                           views_per_step=() if name == STOCK else (views_per_step_of(name),),
                                           out=folder)
                 processes[seed, name] = spawn.Process(target=main_logged, args=(one, folder / "log.txt"))
@@ -133,8 +144,8 @@ class TimeToQualityCommand:
         for process in processes.values():
             process.join()
         for seed in self.seeds:
-            joined = {}
-            for name in names:
+            joined = {STOCK: stocks[seed]} if stocks else {}
+            for name in trained:
                 path = self.out / f"seed_{seed}" / name / "results.json"
                 joined.update(json.loads(path.read_text()) if path.exists() else {})
             (self.out / f"seed_{seed}" / "results.json").write_text(json.dumps(joined, indent=2))
@@ -314,13 +325,19 @@ def compare_to_stock(label: str, name: str, run: Dict, last: int) -> Dict:
     target, stock_s = stock[-1]["psnr"], stock[-1]["train_s"]
     reached = time_to_reach(curve, target)
     timed = not (run[STOCK].get("clock_shared") or run[name].get("clock_shared"))
-    return {"run": label, "configuration": name, "final_psnr": curve[-1]["psnr"], "stock_final_psnr": target,
+    return {"run": label, "configuration": configuration_label(name, run[name]), "final_psnr": curve[-1]["psnr"], "stock_final_psnr": target,
             "final_difference": curve[-1]["psnr"] - target,
             "last_mean_difference": mean_of_last(curve, last) - mean_of_last(stock, last),
             "reached_views": None if reached is None else reached[1],
             "train_share": curve[-1]["train_s"] / stock_s if timed else None,
             "reached_share": reached[0] / stock_s if timed and reached is not None else None,
             "view_differences": view_differences(curve[-1], stock[-1])}
+
+
+def configuration_label(name: str, entry: Dict) -> str:
+    """A configuration's name in the report: its name and the ns-train arguments it added (``--odin-args``), so
+    that an ablation is never averaged with the defaults."""
+    return shlex.join([name, *entry.get("arguments", [])])
 
 
 def view_differences(point: Dict, stock_point: Dict) -> Optional[List[float]]:
@@ -396,16 +413,14 @@ def plot_against_stock(runs: Dict[str, Dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = sorted({name for run in runs.values() for name in run if run[name].get("done")})
+    finished = [(run[STOCK]["curve"][-1]["psnr"], configuration_label(name, entry), entry["curve"])
+                for run in runs.values() for name, entry in run.items() if entry.get("done")]
+    names = sorted({label for _, label, _ in finished})
     colours = {name: f"C{index}" for index, name in enumerate(names)}
     figure, axis = plt.subplots(figsize=(7, 4))
-    for run in runs.values():
-        target = run[STOCK]["curve"][-1]["psnr"]
-        for name in names:
-            if run.get(name, {}).get("done"):
-                curve = run[name]["curve"]
-                axis.plot([point["views"] for point in curve], [point["psnr"] - target for point in curve],
-                          color=colours[name], alpha=0.7, marker=".")
+    for target, label, curve in finished:
+        axis.plot([point["views"] for point in curve], [point["psnr"] - target for point in curve],
+                  color=colours[label], alpha=0.7, marker=".")
     for name in names:
         axis.plot([], [], color=colours[name], label=name)
     axis.axhspan(-0.1, 0.1, color="grey", alpha=0.15, label="within 0.1 dB of stock's final")

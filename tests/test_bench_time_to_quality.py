@@ -96,6 +96,22 @@ def test_the_report_sets_each_run_against_its_own_stock_and_averages_over_runs(t
     assert (out / "time_to_quality_report.png").exists()
 
 
+def test_the_report_keeps_an_ablation_apart_from_the_defaults(tmp_path: Path, capsys):
+    """A configuration trained with --odin-args is its own configuration in the report, named with its arguments."""
+    default = write_run(tmp_path / "default" / "results.json", [(1000, 50.0, 22.0)], [(1000, 20.0, 22.5)])
+    ablation = write_run(tmp_path / "ablation" / "results.json", [(1000, 50.0, 22.0)], [(1000, 20.0, 21.0)])
+    run = json.loads(ablation.read_text())
+    run["odin-b1"]["arguments"] = ["--pipeline.lr-batch-exponent", "0"]
+    ablation.write_text(json.dumps(run))
+    out = tmp_path / "report"
+    TimeToQualityReportCommand(results=(default, ablation), last=1, out=out).main()
+    summary = json.loads((out / "summary.json").read_text())["configurations"]
+    assert summary.keys() == {"odin-b1", "odin-b1 --pipeline.lr-batch-exponent 0"}
+    assert summary["odin-b1"]["final_difference"] == pytest.approx(0.5)
+    assert summary["odin-b1 --pipeline.lr-batch-exponent 0"]["final_difference"] == pytest.approx(-1.0)
+    assert "| ablation | odin-b1 --pipeline.lr-batch-exponent 0 | 21.000 | -1.000 |" in capsys.readouterr().out
+
+
 def test_the_report_counts_the_psnr_of_runs_that_shared_their_gpu_but_not_their_time(tmp_path: Path, capsys):
     timed = write_run(tmp_path / "timed" / "results.json", [(1000, 50.0, 22.0), (2000, 100.0, 24.0)],
                       [(1000, 20.0, 24.5), (2000, 40.0, 23.5)])
@@ -327,7 +343,9 @@ def test_odin_arguments_reach_every_odin_configuration_and_a_resume_keeps_them(t
 
 def test_seeds_train_at_once_each_in_its_process_and_join_per_seed(tiny_scene: Path, tmp_path: Path):
     """--seeds runs every configuration of every seed in its own process, each as ``--seed N`` with its GPU shared
-    would, logs each, and joins each seed's configurations into one results.json; --stock-from is refused with it."""
+    would, logs each, and joins each seed's configurations into one results.json, with each seed's own earlier stock
+    run where --stock-from names it by ``{seed}`` (invoked again on finished runs, it only joins); a --stock-from
+    without ``{seed}`` is refused in one line."""
     out = tmp_path / "seeds"
     common = dict(data=tiny_scene, views=4, views_per_step=(2,), stock=False, eval_every_views=4)
     TimeToQualityCommand(**common, seeds=(0, 1), out=out).main()
@@ -342,5 +360,15 @@ def test_seeds_train_at_once_each_in_its_process_and_join_per_seed(tiny_scene: P
     assert [point["psnr"] for point in in_its_process] == [point["psnr"] for point in by_itself]
     seed_0 = json.loads((out / "seed_0" / "results.json").read_text())["odin-b2"]["curve"]
     assert [point["psnr"] for point in seed_0] != [point["psnr"] for point in by_itself]  # each process took its seed
-    with pytest.raises(SystemExit, match=r"^error: --stock-from is one seed's stock run: give --seed with it"):
+    stocks = {}
+    for seed in (0, 1):
+        stocks[seed] = {"curve": [{"views": 4, "train_s": 1.0, "psnr": 10.0 + seed}], "done": True}
+        (tmp_path / f"stock_{seed}.json").write_text(json.dumps({STOCK: stocks[seed]}))
+    TimeToQualityCommand(**common, seeds=(0, 1), stock_from=tmp_path / "stock_{seed}.json", out=out).main()
+    for seed in (0, 1):
+        joined = json.loads((out / f"seed_{seed}" / "results.json").read_text())
+        assert joined[STOCK] == {**stocks[seed], "from": str(tmp_path / f"stock_{seed}.json")}
+        assert joined["odin-b2"]["curve"] == (seed_0 if seed == 0 else in_its_process)  # finished: not trained again
+    with pytest.raises(SystemExit, match=r"^error: --stock-from with --seeds names each seed's stock run: write "
+                                         r"\{seed\} in its path .*x.json$"):
         TimeToQualityCommand(**common, seeds=(0, 1), stock_from=tmp_path / "x.json", out=out).main()

@@ -9,7 +9,10 @@
 #   bash command.sh                                  # exponents 1 and 0.75: six runs at once
 #   EXPONENTS=0.25 BUDGET_S=370 bash command.sh      # three runs at once
 #   EXPONENTS=0 BUDGET_S=225 bash command.sh
-# Stored here as exponent_E/seedN/ (results.json, log.txt, 61.jpg at 3,000 and 30,000 views) and exponent_E/summary.log.
+# Stored here as the tool wrote them (exponent_E/seed_N/odin-b4/: results.json, log.txt, 61.jpg's renders at 3,000
+# and 30,000 views) with exponent_E/summary.log; exponent_E/seed_N/results.json then joined each seed's stock run by
+# invoking the same command on the finished runs with
+# --stock-from 'docs/results/h100_2026-12-07/held_out_61_four_views/seed{seed}/against_stock.json' (on the CPU).
 # Then, from the repository root: python docs/results/h100_2026-12-07/lr_exponent_four_views/exponents.py
 # docs/img/lr_exponent_four_views.png, and densification.sh here.
 source .gpu/device_env.sh; export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
