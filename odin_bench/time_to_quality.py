@@ -134,6 +134,8 @@ class TimeToQualityCommand:
         for seed in self.seeds:
             for name in trained:
                 folder = self.out / f"seed_{seed}" / name
+                if trained_to_the_end(folder / "results.json", name):
+                    continue  # nothing to train: no process (an invocation on finished runs only joins them)
                 folder.mkdir(parents=True, exist_ok=True)
                 one = dataclasses.replace(self, seeds=(), seed=seed, stock=name == STOCK, stock_from=None,
                                           clock_shared=True,
@@ -233,6 +235,11 @@ class TimeToQualityCommand:
         if name == STOCK:
             bind_optimizers_to_model_tensors(trainer.pipeline, trainer.optimizers)  # odin's trainer binds its own
         return trainer
+
+
+def trained_to_the_end(results_path: Path, name: str) -> bool:
+    """Whether the results.json at ``results_path`` holds ``name`` trained to the end."""
+    return results_path.exists() and json.loads(results_path.read_text()).get(name, {}).get("done", False)
 
 
 def views_per_step_of(name: str) -> int:

@@ -364,11 +364,13 @@ def test_seeds_train_at_once_each_in_its_process_and_join_per_seed(tiny_scene: P
     for seed in (0, 1):
         stocks[seed] = {"curve": [{"views": 4, "train_s": 1.0, "psnr": 10.0 + seed}], "done": True}
         (tmp_path / f"stock_{seed}.json").write_text(json.dumps({STOCK: stocks[seed]}))
+    logged = {log: log.read_text() for log in out.glob("seed_*/odin-b2/log.txt")}
     TimeToQualityCommand(**common, seeds=(0, 1), stock_from=tmp_path / "stock_{seed}.json", out=out).main()
     for seed in (0, 1):
         joined = json.loads((out / f"seed_{seed}" / "results.json").read_text())
         assert joined[STOCK] == {**stocks[seed], "from": str(tmp_path / f"stock_{seed}.json")}
         assert joined["odin-b2"]["curve"] == (seed_0 if seed == 0 else in_its_process)  # finished: not trained again
+    assert logged and all(log.read_text() == text for log, text in logged.items()), "a finished run started a process"
     with pytest.raises(SystemExit, match=r"^error: --stock-from with --seeds names each seed's stock run: write "
                                          r"\{seed\} in its path .*x.json$"):
         TimeToQualityCommand(**common, seeds=(0, 1), stock_from=tmp_path / "x.json", out=out).main()
