@@ -332,7 +332,8 @@ def compare_to_stock(label: str, name: str, run: Dict, last: int) -> Dict:
     target, stock_s = stock[-1]["psnr"], stock[-1]["train_s"]
     reached = time_to_reach(curve, target)
     timed = not (run[STOCK].get("clock_shared") or run[name].get("clock_shared"))
-    return {"run": label, "configuration": configuration_label(name, run[name]), "final_psnr": curve[-1]["psnr"], "stock_final_psnr": target,
+    return {"run": label, "configuration": configuration_label(name, run[name]), "final_psnr": curve[-1]["psnr"],
+            "stock_final_psnr": target,
             "final_difference": curve[-1]["psnr"] - target,
             "last_mean_difference": mean_of_last(curve, last) - mean_of_last(stock, last),
             "reached_views": None if reached is None else reached[1],

@@ -173,7 +173,8 @@ def test_drift_of_the_complement_then_the_scope_is_bitwise_the_dense_step(case, 
     scope ends, and the drift leaves the scope's rows untouched."""
     backend, device = case
     if (backend, device) == ("triton", "cpu") and n > INTERPRETED_ROWS:
-        pytest.skip(f"Triton's interpreter runs many blocks at {INTERPRETED_ROWS} rows already; compiled kernels run all")
+        pytest.skip(f"Triton's interpreter runs many blocks at {INTERPRETED_ROWS} rows already; compiled kernels "
+                    "run every size")
     rng = np.random.default_rng(n + 29)
     columns = _splatfacto_columns(scale=1.0)
     mask = random_mask(rng, (n,), fraction)
