@@ -148,8 +148,11 @@ def test_the_report_counts_the_held_out_views_above_stocks_where_both_runs_recor
     assert rows["per_view"]["view_differences"] == pytest.approx([1.5, -1.0, 1.0])
     assert rows["without"]["view_differences"] is None
     printed = capsys.readouterr().out
-    assert "| 0.40 | 1,000 | 0.40 | 2 of 3 (-1.00) |" in printed
+    assert "| 0.40 | 1,000 | 0.40 | 2 of 3 (+1.00, -1.00) |" in printed
     assert "| 0.40 | 1,000 | 0.40 |  |" in printed
+    entry = json.loads((tmp_path / "report" / "summary.json").read_text())["configurations"]["odin-b1"]
+    assert entry["runs_with_views"] == 1 and entry["median_view_difference"] == pytest.approx(1.0)
+    assert "| 2 of 2 | 2 | 0.40 | 0.40 | +1.000 (1) |" in printed
 
 
 def test_the_report_refuses_runs_it_cannot_compare_in_one_line(tmp_path: Path):
