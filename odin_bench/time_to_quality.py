@@ -74,6 +74,9 @@ class TimeToQualityCommand:
     """Held-out images (file names, e.g. ``61.jpg``) whose ground truth, render and depth are written side by side at
     every evaluation, to ``out/renders/<configuration>/<views>_<name>.jpg``: where a run loses one view, what it put
     in front of that camera. A name that is not a held-out image stops the run before training, in one line."""
+    render_fallen_db: Optional[float] = None
+    """Also write any held-out view, as ``render_views`` does, at each evaluation where its PSNR is more than this many
+    dB below its best so far in the run: which view a run loses is not known before it runs. None: named views only."""
     odin_args: str = ""
     """More ns-train arguments for every odin-splatfacto configuration, as one shell-quoted string (write
     ``--odin-args='--pipeline.datamanager.order random'``): an ablation against the defaults. A results.json
@@ -88,6 +91,8 @@ class TimeToQualityCommand:
     ``time-to-quality-report``. ``budget_s`` applies to each process; invoke again with the same ``out`` to go on."""
 
     def main(self) -> None:
+        if self.render_fallen_db is not None and not self.render_fallen_db > 0:
+            raise SystemExit(f"error: --render-fallen-db must be above 0 dB, got {self.render_fallen_db}")
         if self.seeds:
             self._train_seeds_at_once()
             return
@@ -176,7 +181,8 @@ class TimeToQualityCommand:
                              f"its checkpoint in {progress['load_dir']} is gone (remove the {name} entry to train it "
                              f"from the start)")
         trainer = self._trainer(name, views_per_step, steps, progress)
-        renders = held_out_renders(trainer, self.render_views, self.out / "renders" / name)
+        named = held_out_renders(trainer, self.render_views, self.out / "renders" / name)
+        every_view = held_out_stems(trainer, self.out / "renders" / name) if self.render_fallen_db is not None else {}
         step, clock = progress["step"], progress["train_s"]
         started = time.perf_counter()
         bar = tqdm(total=steps, initial=step, desc=name, unit="step")
@@ -193,7 +199,9 @@ class TimeToQualityCommand:
             gaussians = int(trainer.pipeline.model.num_points)
             progress["curve"].append({"step": step, "views": step * views_per_step, "train_s": clock,
                                       "gaussians": gaussians,
-                                      **held_out_metrics(trainer, renders, f"{step * views_per_step:06d}_")})
+                                      **held_out_metrics(trainer, renders_due(named, every_view, progress["curve"],
+                                                                              self.render_fallen_db),
+                                                         f"{step * views_per_step:06d}_")})
             progress.update(step=step, train_s=clock, num_gaussians=gaussians)
             if budget_s is not None and time.perf_counter() - started > budget_s and step < steps:
                 trainer.save_checkpoint(step - 1)  # nerfstudio resumes at the step after the one saved
@@ -461,9 +469,15 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
+def held_out_stems(trainer, folder: Path) -> Dict[int, Path]:
+    """Where each held-out image's renders go (``folder/<its stem>``), by its index in the evaluation dataset, which
+    is also its index in ``psnr_per_view``."""
+    filenames = [Path(name).name for name in trainer.pipeline.datamanager.eval_dataset.image_filenames]
+    return {index: folder / Path(name).stem for index, name in enumerate(filenames)}
+
+
 def held_out_renders(trainer, names: Tuple[str, ...], folder: Path) -> Dict[int, Path]:
-    """Where each named held-out image's renders go, by its index in the evaluation dataset (SystemExit in one line
-    for a name that is not a held-out image)."""
+    """``held_out_stems`` of the named held-out images (SystemExit in one line for a name that is not one)."""
     filenames = [Path(name).name for name in trainer.pipeline.datamanager.eval_dataset.image_filenames]
     unknown = sorted(set(names) - set(filenames))
     if unknown:
@@ -471,15 +485,31 @@ def held_out_renders(trainer, names: Tuple[str, ...], folder: Path) -> Dict[int,
                          f"{' '.join(filenames)})")
     if names:
         folder.mkdir(parents=True, exist_ok=True)
-    return {filenames.index(name): folder / Path(name).stem for name in names}
+    stems = held_out_stems(trainer, folder)
+    return {filenames.index(name): stems[filenames.index(name)] for name in names}
+
+
+def renders_due(named: Dict[int, Path], every_view: Dict[int, Path], curve: List[Dict],
+                fallen_db: Optional[float]) -> Dict[int, Tuple[float, Path]]:
+    """The held-out views the next evaluation writes, each with the PSNR it must score below to be written: the named
+    views always, and with ``fallen_db`` each of ``every_view`` that the curve so far has scored, ``fallen_db`` below
+    its best there."""
+    due = {}
+    scored = [point["psnr_per_view"] for point in curve if "psnr_per_view" in point]
+    if fallen_db is not None and scored:
+        for index, stem in every_view.items():
+            due[index] = (max(views[index] for views in scored) - fallen_db, stem)
+            stem.parent.mkdir(parents=True, exist_ok=True)
+    due.update({index: (math.inf, stem) for index, stem in named.items()})
+    return due
 
 
 @torch.no_grad()
-def held_out_metrics(trainer, renders: Optional[Dict[int, Path]] = None, prefix: str = "") -> Dict:
+def held_out_metrics(trainer, renders: Optional[Dict[int, Tuple[float, Path]]] = None, prefix: str = "") -> Dict:
     """PSNR and SSIM averaged over the held-out views as nerfstudio's evaluation averages them, and each view's PSNR:
-    whether a run that falls or climbs by a dB does so on one view or on all of them. The views in ``renders`` (by
-    evaluation index) are also written as ground truth | render | depth to ``<prefix><stem>.jpg`` in their folder.
-    Odin publishes what is in flight first."""
+    whether a run that falls or climbs by a dB does so on one view or on all of them. A view in ``renders`` (by
+    evaluation index: the PSNR it must score below, and its stem; ``renders_due``) is also written as ground truth |
+    render | depth to ``<prefix><stem>.jpg`` in its stem's folder. Odin publishes what is in flight first."""
     pipeline = trainer.pipeline
     if hasattr(pipeline, "drain"):
         pipeline.drain()
@@ -489,8 +519,8 @@ def held_out_metrics(trainer, renders: Optional[Dict[int, Path]] = None, prefix:
         outputs = pipeline.model.get_outputs_for_camera(camera=camera)
         metrics, images = pipeline.model.get_image_metrics_and_images(outputs, batch)
         per_view.append(metrics)
-        if renders and batch["image_idx"] in renders:
-            stem = renders[batch["image_idx"]]
+        if renders and batch["image_idx"] in renders and float(metrics["psnr"]) < renders[batch["image_idx"]][0]:
+            stem = renders[batch["image_idx"]][1]
             write_render(images["img"], outputs, stem.with_name(f"{prefix}{stem.name}.jpg"))
     pipeline.train()
     metrics = {key: float(torch.mean(torch.tensor([float(view[key]) for view in per_view])))

@@ -298,7 +298,7 @@ def test_named_held_out_views_are_written_as_truth_render_and_depth(tiny_scene: 
     from PIL import Image
 
     from odin_ns.in_process import in_process_trainer, run_step
-    from odin_bench.time_to_quality import held_out_metrics, held_out_renders
+    from odin_bench.time_to_quality import held_out_metrics, held_out_renders, renders_due
 
     trainer = in_process_trainer(tiny_scene, tmp_path / "run", "cpu")
     dataset = trainer.pipeline.datamanager.eval_dataset
@@ -308,12 +308,35 @@ def test_named_held_out_views_are_written_as_truth_render_and_depth(tiny_scene: 
     renders = held_out_renders(trainer, (held_out[-1],), tmp_path / "renders")
     for step in range(3):
         run_step(trainer, step)
-        held_out_metrics(trainer, renders, f"{step:06d}_")
+        held_out_metrics(trainer, renders_due(renders, {}, [], None), f"{step:06d}_")
     stem = Path(held_out[-1]).stem
     written = sorted(path.name for path in (tmp_path / "renders").iterdir())
     assert written == [f"{step:06d}_{stem}.jpg" for step in range(3)]
     height, width = dataset[len(held_out) - 1]["image"].shape[:2]
     assert Image.open(tmp_path / "renders" / written[0]).size == (3 * width, height)
+
+
+def test_a_view_fallen_below_its_best_is_written_and_the_others_are_not(tiny_scene: Path, tmp_path: Path):
+    """--render-fallen-db: at each evaluation, every held-out view more than that many dB below its best so far in
+    the run is written beside the named ones; nothing before the run's first evaluation; a bound of 0 dB or less is
+    refused in one line."""
+    from odin_ns.in_process import in_process_trainer
+    from odin_bench.time_to_quality import held_out_metrics, held_out_stems, renders_due
+
+    trainer = in_process_trainer(tiny_scene, tmp_path / "run", "cpu")
+    every_view = held_out_stems(trainer, tmp_path / "renders")
+    assert renders_due({}, every_view, [], 1.0) == {}
+    scored = held_out_metrics(trainer)["psnr_per_view"]
+    best = [psnr - 5.0 for psnr in scored]
+    best[1] = scored[1] + 1.5  # view 1 was 1.5 dB better earlier in the run, the others 5 dB worse
+    curve = [{"psnr_per_view": best}, {"psnr_per_view": scored}]
+    due = renders_due({}, every_view, curve, 1.0)
+    assert due[1][0] == pytest.approx(scored[1] + 0.5) and due[0][0] == pytest.approx(scored[0] - 1.0)
+    assert held_out_metrics(trainer, due, "000008_")["psnr_per_view"] == scored
+    assert sorted(path.name for path in (tmp_path / "renders").iterdir()) == [f"000008_{every_view[1].name}.jpg"]
+    assert renders_due({}, every_view, curve, 2.0)[1][0] < scored[1]  # a fall of 1.5 dB is not one of 2
+    with pytest.raises(SystemExit, match=r"^error: --render-fallen-db must be above 0 dB, got 0.0$"):
+        TimeToQualityCommand(data=tiny_scene, render_fallen_db=0.0, out=tmp_path / "out").main()
 
 
 def test_odin_arguments_reach_every_odin_configuration_and_a_resume_keeps_them(tiny_scene: Path, tmp_path: Path,
