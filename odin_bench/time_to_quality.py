@@ -483,10 +483,7 @@ def held_out_renders(trainer, names: Tuple[str, ...], folder: Path) -> Dict[int,
     if unknown:
         raise SystemExit(f"error: --render-views {' '.join(unknown)}: not a held-out image of this capture (held out: "
                          f"{' '.join(filenames)})")
-    if names:
-        folder.mkdir(parents=True, exist_ok=True)
-    stems = held_out_stems(trainer, folder)
-    return {filenames.index(name): stems[filenames.index(name)] for name in names}
+    return {index: stem for index, stem in held_out_stems(trainer, folder).items() if filenames[index] in names}
 
 
 def renders_due(named: Dict[int, Path], every_view: Dict[int, Path], curve: List[Dict],
@@ -499,7 +496,6 @@ def renders_due(named: Dict[int, Path], every_view: Dict[int, Path], curve: List
     if fallen_db is not None and scored:
         for index, stem in every_view.items():
             due[index] = (max(views[index] for views in scored) - fallen_db, stem)
-            stem.parent.mkdir(parents=True, exist_ok=True)
     due.update({index: (math.inf, stem) for index, stem in named.items()})
     return due
 
@@ -536,6 +532,7 @@ def write_render(ground_truth_and_render: torch.Tensor, outputs: Dict, path: Pat
 
     depth = apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"])
     row = torch.cat([ground_truth_and_render, depth.to(ground_truth_and_render)], dim=1)
+    path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray((row.clamp(0, 1) * 255).round().byte().cpu().numpy()).save(path, quality=90)
 
 
