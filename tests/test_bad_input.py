@@ -1,10 +1,12 @@
 """Input that cannot be trained on stops ns-train at once, before the config is printed: one line naming the file, the
 problem and what to do, a non-zero exit, no traceback and no run directory named or left behind. What each broken
 file raises is tested where it is read (test_dataparser.py, test_colmap_reader.py); here, how a run ends on it, and
-the checks the datamanager makes."""
+the checks the datamanager makes. The cases run forked from the suite's preloaded ns-train (preloaded.py); one runs
+as a fresh process too, whose whole output a user sees."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,15 +16,12 @@ import pytest
 
 from odin_ns.data.dataparser import DatasetError
 from odin_ns.trainer import remove_untrained_run_directory
-from training import BIN, QUIET_TRAINING
+from training import BIN, PRELOADED, QUIET_TRAINING, run_command
 
 
 def ns_train(scene: Path, output_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(BIN / "ns-train"), "odin-splatfacto", "--data", str(scene), "--output-dir", str(output_dir),
-         "--max-num-iterations", "5", *QUIET_TRAINING],
-        capture_output=True, text=True, timeout=300,
-    )
+    return run_command([str(BIN / "ns-train"), "odin-splatfacto", "--data", str(scene), "--output-dir", str(output_dir),
+                        "--max-num-iterations", "5", *QUIET_TRAINING], timeout=300)
 
 
 def scene_without_its_first_image(tiny_scene: Path, tmp_path: Path) -> tuple[Path, str]:
@@ -35,8 +34,8 @@ def scene_without_its_first_image(tiny_scene: Path, tmp_path: Path) -> tuple[Pat
 
 CASES = ["folder without a model", "missing image", "unwritable output directory"]
 MAX_LINES = 15
-"""What a run that cannot train may print in all, its error included (the dependencies' import-time warnings that
-come before odin_ns is imported are part of it)."""
+"""What a run that cannot train may print in all, its error included (in a fresh process the dependencies'
+import-time warnings that come before odin_ns is imported are part of it)."""
 
 
 @pytest.mark.slow
@@ -69,6 +68,24 @@ def test_bad_input_ends_the_run_in_one_line_before_the_config_and_leaves_nothing
     assert "Traceback" not in output and "Saving" not in output, output[-3000:]
     assert not list(output_dir.rglob("*")), "nothing half-written"
 
+
+
+@pytest.mark.slow
+def test_a_fresh_ns_train_ends_as_the_forked_one_does_and_prints_no_more_than_its_imports_add(tmp_path: Path):
+    """The cases above run forked; here the console script starts as a user starts it, on a folder that does not
+    exist: the same exit status and error line, and its whole output within ``MAX_LINES``."""
+    command = [str(BIN / "ns-train"), "odin-splatfacto", "--data", str(tmp_path / "missing"), "--output-dir",
+               str(tmp_path / "out")]
+    fresh = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    forked = PRELOADED.run(command, 300, dict(os.environ))
+    assert forked is not None, "the preloaded process refused to fork"
+    assert forked.returncode == fresh.returncode == 1
+
+    def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+        return [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error:")]
+
+    assert error_lines(forked) == error_lines(fresh) != [], (fresh.stderr[-2000:], forked.stderr[-2000:])
+    assert len((fresh.stdout + fresh.stderr).splitlines()) <= MAX_LINES, fresh.stdout + fresh.stderr
 
 def test_an_untrained_run_directory_goes_with_its_empty_parents_and_a_checkpointed_one_stays(tmp_path: Path):
     outputs = tmp_path / "outputs"
@@ -127,11 +144,8 @@ def test_an_unknown_choice_is_refused_in_one_line_naming_the_choices(tiny_scene:
     """An option with choices (``--pipeline.odin.adam``: dense or selective) refuses anything else while the command
     line is parsed, in one line naming the value, the option and the choices, before anything is set up; the
     output's other lines are torch's warning, raised before any plugin loads."""
-    result = subprocess.run(
-        [str(BIN / "ns-train"), "odin-splatfacto", "--data", str(tiny_scene), "--output-dir", str(tmp_path / "out"),
-         option, value],
-        capture_output=True, text=True, timeout=300,
-    )
+    result = run_command([str(BIN / "ns-train"), "odin-splatfacto", "--data", str(tiny_scene), "--output-dir",
+                          str(tmp_path / "out"), option, value], timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output[-3000:]
     said = [line for line in output.splitlines() if "warn" not in line.lower()]

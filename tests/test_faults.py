@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -23,6 +22,7 @@ from training import (
     MID_RUN_CHECKPOINT,
     QUIET_TRAINING,
     final_checkpoint,
+    run_command,
     torchrun,
     train,
     unit_records,
@@ -66,11 +66,9 @@ def test_a_truncated_checkpoint_is_refused_in_one_line(tiny_scene: Path, tmp_pat
     checkpoint.parent.mkdir(parents=True)
     shutil.copyfile(final_checkpoint(demo_run), checkpoint)
     checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
-    resumed = subprocess.run(
-        [str(BIN / "ns-train"), "odin-splatfacto", "--data", str(tiny_scene), "--output-dir", str(tmp_path / "again"),
-         "--max-num-iterations", "5", *QUIET_TRAINING, "--load-dir", str(checkpoint.parent)],
-        capture_output=True, text=True, timeout=300, env=os.environ,
-    )
+    resumed = run_command([str(BIN / "ns-train"), "odin-splatfacto", "--data", str(tiny_scene), "--output-dir",
+                           str(tmp_path / "again"), "--max-num-iterations", "5", *QUIET_TRAINING, "--load-dir",
+                           str(checkpoint.parent)], timeout=300)
     assert resumed.returncode != 0
     assert f"error: checkpoint {checkpoint} is truncated" in resumed.stderr + resumed.stdout
 

@@ -1,16 +1,20 @@
-"""Helpers for end-to-end tests: run ns-train / ns-eval in subprocesses and read what they wrote."""
+"""Helpers for end-to-end tests: run ns-train / ns-eval in subprocesses (forked from one that has imported them:
+preloaded.py) and read what they wrote."""
 
 from __future__ import annotations
 
 import json
 import os
+import atexit
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from odin_ns.runtime.records import UnitRecord, read_unit_log, unit_log
+from preloaded import PreloadedCommands
 
 BIN = Path(sys.executable).parent
 QUIET_TRAINING = [
@@ -75,11 +79,24 @@ def torchrun(ranks: int) -> List[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-port", str(port)]
 
 
-def run(command: Sequence[str], timeout: float = 600, env: Dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``command``; on failure raise with the tail of its output (the assertion message a reader needs)."""
-    result = subprocess.run(
-        list(command), capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+PRELOADED = PreloadedCommands(Path(tempfile.mkdtemp(prefix="preloaded-commands-")))
+"""ns-train and ns-eval, started by fork from one process that imported them once (preloaded.py)."""
+atexit.register(PRELOADED.close)
+
+
+def run_command(command: Sequence[str], timeout: float = 600, env: Dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess:
+    """Run ``command`` to its end, capturing its output: forked from ``PRELOADED`` where it serves the command, else
+    as a new process."""
+    environment = {**os.environ, **(env or {})}
+    return PRELOADED.run(command, timeout, environment) or subprocess.run(
+        list(command), capture_output=True, text=True, timeout=timeout, env=environment
     )
+
+
+def run(command: Sequence[str], timeout: float = 600, env: Dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``run_command``; on failure raise with the tail of its output (the assertion message a reader needs)."""
+    result = run_command(command, timeout, env)
     if result.returncode != 0:
         raise AssertionError(f"{' '.join(command[:3])}... exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
