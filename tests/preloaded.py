@@ -200,7 +200,10 @@ class PreloadedCommands:
                        stderr=errs)
         self._process.stdin.write(json.dumps(request) + "\n")
         self._process.stdin.flush()
-        pids = self._reply(timeout=60)["pids"]
+        started = self._reply(timeout=60)
+        if "pids" not in started:
+            raise RuntimeError(f"the preloaded process has ended; its output is in {self._scratch / 'preloaded.log'}")
+        pids = started["pids"]
 
         def read(paths: List[str]) -> str:
             return "".join(Path(path).read_text(errors="replace") for path in paths)
