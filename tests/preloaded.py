@@ -105,6 +105,7 @@ def _become(request: dict) -> None:
 
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    os.close(null)
     for fd, path in ((1, request["stdout"][request["rank"]]), (2, request["stderr"][request["rank"]])):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(target, fd)

@@ -69,7 +69,6 @@ def test_bad_input_ends_the_run_in_one_line_before_the_config_and_leaves_nothing
     assert not list(output_dir.rglob("*")), "nothing half-written"
 
 
-
 @pytest.mark.slow
 def test_a_fresh_ns_train_ends_as_the_forked_one_does_and_prints_no_more_than_its_imports_add(tmp_path: Path):
     """The cases above run forked; here the console script starts as a user starts it, on a folder that does not
@@ -86,6 +85,7 @@ def test_a_fresh_ns_train_ends_as_the_forked_one_does_and_prints_no_more_than_it
 
     assert error_lines(forked) == error_lines(fresh) != [], (fresh.stderr[-2000:], forked.stderr[-2000:])
     assert len((fresh.stdout + fresh.stderr).splitlines()) <= MAX_LINES, fresh.stdout + fresh.stderr
+
 
 def test_an_untrained_run_directory_goes_with_its_empty_parents_and_a_checkpointed_one_stays(tmp_path: Path):
     outputs = tmp_path / "outputs"
